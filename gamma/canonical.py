@@ -1,0 +1,94 @@
+"""Canonical JSON, digests and timestamps: the bytes everything else hashes.
+
+Canonical JSON is keys sorted by code point, no whitespace, UTF-8, no floats.
+Timestamps are RFC 3339 with an offset in, UTC ``YYYY-MM-DDTHH:MM:SSZ`` out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+__all__ = ["canonical_json", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
+
+MAX_SAFE_INT = 2**53 - 1
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
+
+
+def canonical_json(obj: Any) -> str:
+    """Serialise ``obj`` canonically; refuses floats so bytes never depend on float printing."""
+    _refuse_floats(obj)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _refuse_floats(obj: Any) -> None:
+    if isinstance(obj, float):
+        raise TypeError(f"floats are not canonical: {obj!r}")
+    if isinstance(obj, dict):
+        for value in obj.values():
+            _refuse_floats(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            _refuse_floats(value)
+
+
+def sha256_hex(data: str | bytes) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest_of(obj: Any) -> str:
+    """The sha256 hex of the canonical JSON of ``obj``."""
+    return sha256_hex(canonical_json(obj))
+
+
+def parse_ts(text: object) -> datetime:
+    """Parse an RFC 3339 timestamp that carries an offset; raise ValueError otherwise.
+
+    At most six fractional digits and no leap second (``:60``): canonical bytes
+    must round-trip through Python's datetime.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected an RFC 3339 timestamp string, got {text!r}")
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        raise ValueError(
+            f"not an RFC 3339 timestamp with offset (e.g. 2026-03-01T09:00:00Z): {text!r}"
+        )
+    year, month, day, hour, minute, second, frac, zulu, sign, oh, om = match.groups()
+    if frac is not None and len(frac) > 6:
+        raise ValueError(f"more than six fractional second digits: {text!r}")
+    if int(second) == 60:
+        raise ValueError(f"leap seconds (:60) are not supported: {text!r}")
+    if zulu:
+        tz = timezone.utc
+    else:
+        if int(oh) > 23 or int(om) > 59:
+            raise ValueError(f"offset out of range: {text!r}")
+        delta = timedelta(hours=int(oh), minutes=int(om))
+        tz = timezone(-delta if sign == "-" else delta)
+    micro = int((frac or "0").ljust(6, "0"))
+    try:
+        value = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=tz
+        )
+        return value.astimezone(timezone.utc)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"not a valid instant: {text!r} ({exc})") from None
+
+
+def format_ts(value: datetime) -> str:
+    """UTC ``YYYY-MM-DDTHH:MM:SSZ``, with ``.ffffff`` only when the fraction is non-zero."""
+    utc = value.astimezone(timezone.utc)
+    base = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    if utc.microsecond:
+        base += f".{utc.microsecond:06d}"
+    return base + "Z"

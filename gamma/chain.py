@@ -1,0 +1,34 @@
+"""The hash chain over canonical events: h_i = sha256(h_{i-1} || c_i), h_0 = 32 zero bytes.
+
+With a key, a second chain m_i = HMAC-SHA256(key, m_{i-1} || c_i) is kept
+beside it, so that whoever can rewrite the file cannot recompute the chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable
+
+__all__ = ["GENESIS", "GENESIS_HEX", "step", "keyed_step", "head_of"]
+
+GENESIS = bytes(32)
+GENESIS_HEX = GENESIS.hex()
+
+
+def step(previous: bytes, canonical: str) -> bytes:
+    """The next plain head after one canonical event."""
+    return hashlib.sha256(previous + canonical.encode("utf-8")).digest()
+
+
+def keyed_step(key: bytes, previous: bytes, canonical: str) -> bytes:
+    """The next keyed head after one canonical event."""
+    return hmac.new(key, previous + canonical.encode("utf-8"), hashlib.sha256).digest()
+
+
+def head_of(canonical_events: Iterable[str], *, key: bytes | None = None) -> str:
+    """The head (hex) after the given canonical events; the keyed head when ``key`` is given."""
+    head = GENESIS
+    for canonical in canonical_events:
+        head = step(head, canonical) if key is None else keyed_step(key, head, canonical)
+    return head.hex()

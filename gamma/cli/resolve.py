@@ -1,0 +1,63 @@
+"""``gamma resolve``: Γ over a log file or store, printed as text, JSON or a context block."""
+
+from __future__ import annotations
+
+import click
+
+from ..logs import command
+from ..resolver import resolve
+from ..sources import open_log
+from .options import (
+    actor_option,
+    at_option,
+    log_argument,
+    policy_option,
+    read_actor,
+    read_at,
+    read_policy,
+)
+
+
+@click.command("resolve")
+@log_argument
+@actor_option
+@at_option
+@policy_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "context"]),
+    default="text",
+    show_default=True,
+    help="text: a readable report; json: the canonical record; context: the prompt block.",
+)
+@click.option(
+    "--audit",
+    "audit_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the audit record (resolution + engine + event count) to this file.",
+)
+def resolve_command(
+    log: str, actor: str, at: str, policy_path: str | None, fmt: str, audit_path: str | None
+) -> None:
+    """Resolve LOG for an actor at a time: what may the actor rely on, and why not the rest."""
+    with command("resolve", log=log, format=fmt) as record:
+        at_ts = read_at(at)
+        explicit = read_policy(policy_path) if policy_path else None
+        loaded = open_log(log, policy=explicit)
+        policy = explicit or loaded.store_policy or read_policy(None)
+        who = read_actor(actor, policy)
+        resolution = resolve(loaded.events, who, at_ts, policy)
+        if audit_path is not None:
+            from ..audit import write_audit
+
+            write_audit(audit_path, resolution, loaded.events)
+        click.echo(resolution.render(fmt), nl=fmt == "json")
+        record.update(
+            events=len(loaded.events),
+            admitted=len(resolution.admitted),
+            excluded=len(resolution.excluded),
+            digest=resolution.digest,
+            head=resolution.log,
+        )

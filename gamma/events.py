@@ -1,0 +1,455 @@
+"""Reading, validating and writing the event log (JSON Lines).
+
+Validation is whole-input and names the culprit: the source, the 1-based
+physical line and the dotted field. Log-level checks (unique ids, references
+to earlier facts of the same tenant, non-decreasing ``ts``) run against a
+``LogIndex``, so the store can answer the same questions with indexed lookups
+instead of re-reading its whole log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import cattrs
+from attrs import NOTHING as attrs_nothing
+from cattrs.errors import AttributeValidationNote, IterableValidationNote
+
+from .canonical import MAX_SAFE_INT, canonical_json
+from .convert import converter
+from .errors import (
+    ActorError,
+    CycleError,
+    DuplicateIdError,
+    InputError,
+    JSONSyntaxError,
+    MissingFieldError,
+    TimestampOrderError,
+    UnknownFieldError,
+    UnknownReferenceError,
+    ValueTypeError,
+)
+from .model import EVENT_TYPES, Actor, Assert, Event, Experience, Grant, Revoke, Visibility
+from .policy import DEFAULT_POLICY, Policy
+
+__all__ = [
+    "LogIndex",
+    "MemoryIndex",
+    "decode_json",
+    "event_from_json",
+    "event_to_json",
+    "canonical_event",
+    "parse_events",
+    "load_events",
+    "dump_events",
+    "parse_actor",
+    "check_scope",
+]
+
+_SCOPE = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
+_ID_FIELDS = ("id", "actor", "tenant", "fact", "key", "experience", "role", "to_actor")
+
+
+# -- JSON --------------------------------------------------------------------------------
+
+
+def decode_json(text: str, *, source: str | None = None, line: int | None = None) -> Any:
+    """Parse one JSON document strictly: no duplicate keys, NaN, floats or unsafe integers."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in items:
+            if key in result:
+                raise JSONSyntaxError(f"duplicate key {key!r}", source=source, line=line, field=key)
+            result[key] = value
+        return result
+
+    def no_constant(name: str) -> Any:
+        return _Refused(f"{name} is not valid JSON")
+
+    def no_float(raw: str) -> Any:
+        return _Refused(f"floats are not allowed ({raw}): write decimals as strings")
+
+    try:
+        value = json.loads(
+            text, object_pairs_hook=pairs, parse_constant=no_constant, parse_float=no_float
+        )
+    except json.JSONDecodeError as exc:
+        raise JSONSyntaxError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=line) from None
+    except RecursionError:
+        raise JSONSyntaxError("JSON nested too deeply", source=source, line=line) from None
+    _check_scalars(value, source=source, line=line, path="")
+    return value
+
+
+class _Refused:
+    """Stands in for a float or NaN while decoding, so the error can name its field."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def _check_scalars(value: Any, *, source: str | None, line: int | None, path: str) -> None:
+    if isinstance(value, _Refused):
+        raise ValueTypeError(value.message, source=source, line=line, field=path or None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_string(key, source=source, line=line, path=path or key)
+            _check_scalars(item, source=source, line=line, path=f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for item in value:
+            _check_scalars(item, source=source, line=line, path=path)
+    elif isinstance(value, str):
+        _check_string(value, source=source, line=line, path=path)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INT:
+        raise ValueTypeError(
+            f"integer {value} is beyond ±(2^53-1)", source=source, line=line, field=path or None
+        )
+
+
+def _check_string(text: str, *, source: str | None, line: int | None, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueTypeError(
+            "string is not valid Unicode (lone surrogate)", source=source, line=line, field=path or None
+        ) from None
+
+
+# -- one event ---------------------------------------------------------------------------
+
+
+def event_from_json(
+    obj: Any,
+    *,
+    policy: Policy = DEFAULT_POLICY,
+    source: str | None = None,
+    line: int | None = None,
+) -> Event:
+    """Structure one decoded event, checking fields, types, names and scope grammar."""
+
+    def fail(cls: type[InputError], message: str, field: str | None) -> InputError:
+        return cls(message, source=source, line=line, field=field)
+
+    if not isinstance(obj, dict):
+        raise fail(JSONSyntaxError, "an event must be a JSON object", None)
+    if "type" not in obj:
+        raise fail(MissingFieldError, "missing required field", "type")
+    kind = obj["type"]
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        known = ", ".join(sorted(EVENT_TYPES))
+        raise fail(UnknownFieldError, f"unknown event type {kind!r} (known: {known})", "type")
+    body = {k: v for k, v in obj.items() if k != "type"}
+    _check_keys(body, cls, fail, prefix="")
+    if isinstance(body.get("visibility"), dict):
+        _check_keys(body["visibility"], Visibility, fail, prefix="visibility.")
+    try:
+        event: Event = converter.structure(body, cls)
+    except cattrs.BaseValidationError as exc:
+        field, message = _first_failure(exc)
+        raise fail(ValueTypeError, message, field) from None
+    except (TypeError, ValueError) as exc:
+        raise fail(ValueTypeError, str(exc), None) from None
+    _check_semantics(event, policy, fail)
+    return event
+
+
+def _check_keys(body: dict[str, Any], cls: type, fail: Any, *, prefix: str) -> None:
+    fields = {a.name: a for a in cls.__attrs_attrs__}  # type: ignore[attr-defined]
+    for name in body:
+        if name not in fields or name.startswith("_"):
+            raise fail(UnknownFieldError, "unknown field", prefix + name)
+    for name, attribute in fields.items():
+        if attribute.default is attrs_nothing and name not in body:
+            raise fail(MissingFieldError, "missing required field", prefix + name)
+    for name, value in body.items():
+        if value is None:
+            raise fail(ValueTypeError, "null is not allowed; leave the field out", prefix + name)
+
+
+def _first_failure(exc: BaseException, path: str = "") -> tuple[str | None, str]:
+    """The dotted path and message of the first leaf error in a cattrs error tree."""
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        extra = sorted(exc.extra_fields)[0]
+        return (f"{path}.{extra}" if path else extra), "unknown field"
+    if isinstance(exc, cattrs.BaseValidationError):
+        for sub in exc.exceptions:
+            sub_path = path
+            for note in getattr(sub, "__notes__", []):
+                if isinstance(note, AttributeValidationNote):
+                    sub_path = f"{path}.{note.name}" if path else note.name
+                elif isinstance(note, IterableValidationNote):
+                    sub_path = f"{path}[{note.index}]"
+            return _first_failure(sub, sub_path)
+    return (path or None), str(exc)
+
+
+def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
+    for name in _ID_FIELDS:
+        value = getattr(event, name, None)
+        if value is not None and isinstance(value, str) and not value:
+            raise fail(ValueTypeError, "must be a non-empty string", name)
+    authority = getattr(event, "authority", None)
+    if authority is not None and not policy.knows_authority(authority):
+        raise fail(
+            ValueTypeError,
+            f"unknown authority level {authority!r} (ladder: {', '.join(policy.authority_ladder)})",
+            "authority",
+        )
+    if isinstance(event, Assert):
+        if event.scope is not None:
+            _scope_or_fail(event.scope, fail, "scope")
+        if event.visibility is not None and event.visibility.clearance is not None:
+            if not policy.knows_clearance(event.visibility.clearance):
+                raise fail(
+                    ValueTypeError,
+                    f"unknown clearance level {event.visibility.clearance!r}"
+                    f" (ladder: {', '.join(policy.clearance_ladder)})",
+                    "visibility.clearance",
+                )
+        if (
+            event.valid_from is not None
+            and event.valid_until is not None
+            and event.valid_until <= event.valid_from
+        ):
+            raise fail(TimestampOrderError, "valid_until must be after valid_from", "valid_until")
+    if isinstance(event, (Grant, Revoke)):
+        if (event.fact is None) == (event.key is None):
+            cls = MissingFieldError if event.fact is None else ValueTypeError
+            raise fail(cls, "give exactly one of 'fact' and 'key'", "fact")
+        if (event.role is None) == (event.to_actor is None):
+            cls = MissingFieldError if event.role is None else ValueTypeError
+            raise fail(cls, "give exactly one of 'role' and 'to_actor'", "role")
+
+
+def _scope_or_fail(scope: str, fail: Any, field: str) -> None:
+    if scope != "global" and not _SCOPE.fullmatch(scope):
+        raise fail(
+            ValueTypeError,
+            f"invalid scope {scope!r}: 'global' or '/'-separated segments of letters, digits, _.:-",
+            field,
+        )
+
+
+def check_scope(scope: str) -> bool:
+    """True when ``scope`` is ``global`` or a valid path of segments."""
+    return scope == "global" or bool(_SCOPE.fullmatch(scope))
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """The event as written: its fields plus ``type``, unwritten optionals left out."""
+    body: dict[str, Any] = converter.unstructure(event)
+    body["type"] = event.TYPE
+    return body
+
+
+def canonical_event(event: Event) -> str:
+    """The canonical JSON text of an event, the bytes the hash chain covers."""
+    return canonical_json(event_to_json(event))
+
+
+# -- the log -----------------------------------------------------------------------------
+
+
+class LogIndex(Protocol):
+    """What log-level validation needs to know about the events already accepted."""
+
+    def has_event(self, event_id: str) -> bool: ...
+    def fact_tenant(self, fact_id: str) -> str | None: ...
+    def has_experience(self, experience_id: str) -> bool: ...
+    def last_ts(self) -> datetime | None: ...
+
+
+class MemoryIndex:
+    """A LogIndex over events held in memory, filled as validation accepts them."""
+
+    def __init__(self) -> None:
+        self._events: set[str] = set()
+        self._facts: dict[str, str] = {}
+        self._experiences: set[str] = set()
+        self._last_ts: datetime | None = None
+
+    def has_event(self, event_id: str) -> bool:
+        return event_id in self._events
+
+    def fact_tenant(self, fact_id: str) -> str | None:
+        return self._facts.get(fact_id)
+
+    def has_experience(self, experience_id: str) -> bool:
+        return experience_id in self._experiences
+
+    def last_ts(self) -> datetime | None:
+        return self._last_ts
+
+    def add(self, event: Event) -> None:
+        self._events.add(event.id)
+        if isinstance(event, Assert):
+            self._facts[event.fact] = event.tenant
+        elif isinstance(event, Experience):
+            self._experiences.add(event.experience)
+        self._last_ts = event.ts
+
+
+class _Overlay:
+    """A base LogIndex plus the events of a batch accepted so far."""
+
+    def __init__(self, base: LogIndex | None) -> None:
+        self.base = base
+        self.batch = MemoryIndex()
+
+    def has_event(self, event_id: str) -> bool:
+        return self.batch.has_event(event_id) or bool(self.base and self.base.has_event(event_id))
+
+    def fact_tenant(self, fact_id: str) -> str | None:
+        found = self.batch.fact_tenant(fact_id)
+        if found is None and self.base is not None:
+            found = self.base.fact_tenant(fact_id)
+        return found
+
+    def has_experience(self, experience_id: str) -> bool:
+        return self.batch.has_experience(experience_id) or bool(
+            self.base and self.base.has_experience(experience_id)
+        )
+
+    def last_ts(self) -> datetime | None:
+        if self.batch.last_ts() is not None:
+            return self.batch.last_ts()
+        return self.base.last_ts() if self.base is not None else None
+
+
+def validate_log(
+    events: Iterable[tuple[int | None, Event]],
+    *,
+    index: LogIndex | None = None,
+    source: str | None = None,
+) -> None:
+    """Check uniqueness, references and ``ts`` order of ``(line, event)`` pairs.
+
+    ``index`` holds what was accepted before this batch (a store); nothing is
+    added to it.
+    """
+    pairs = list(events)
+    later = {e.fact: line for line, e in pairs if isinstance(e, Assert)}
+    known = _Overlay(index)
+    for line, event in pairs:
+
+        def fail(cls: type[InputError], message: str, field: str) -> InputError:
+            return cls(message, source=source, line=line, field=field)
+
+        if known.has_event(event.id):
+            raise fail(DuplicateIdError, f"event id {event.id!r} is already used", "id")
+        last = known.last_ts()
+        if last is not None and event.ts < last:
+            raise fail(TimestampOrderError, "ts goes backwards along the log", "ts")
+        if isinstance(event, Assert) and known.fact_tenant(event.fact) is not None:
+            raise fail(DuplicateIdError, f"fact id {event.fact!r} is already asserted", "fact")
+        if isinstance(event, Experience) and known.has_experience(event.experience):
+            raise fail(
+                DuplicateIdError, f"experience id {event.experience!r} is already used", "experience"
+            )
+        for field, target in _references(event):
+            own = event.fact if isinstance(event, Assert) else None
+            if target == own:
+                raise fail(CycleError, f"fact {target!r} refers to itself", field)
+            tenant = known.fact_tenant(target)
+            if tenant is None:
+                where = later.get(target)
+                detail = (
+                    f"is asserted later (line {where})" if target in later else "is not asserted"
+                )
+                raise fail(UnknownReferenceError, f"fact {target!r} {detail}", field)
+            if tenant != event.tenant:
+                raise fail(
+                    UnknownReferenceError, f"fact {target!r} belongs to another tenant", field
+                )
+        known.batch.add(event)
+
+
+def _references(event: Event) -> Iterator[tuple[str, str]]:
+    if isinstance(event, Assert):
+        for name in ("supersedes", "depends_on"):
+            for index, target in enumerate(getattr(event, name) or ()):
+                yield f"{name}[{index}]", target
+    elif isinstance(event, Experience):
+        for index, target in enumerate(event.uses or ()):
+            yield f"uses[{index}]", target
+    elif getattr(event, "fact", None) is not None:
+        yield "fact", event.fact  # type: ignore[union-attr]
+
+
+def parse_events(
+    lines: Iterable[str],
+    *,
+    policy: Policy = DEFAULT_POLICY,
+    index: LogIndex | None = None,
+    source: str | None = None,
+) -> tuple[Event, ...]:
+    """Parse and validate JSON Lines text (blank lines skipped) into events."""
+    parsed: list[tuple[int | None, Event]] = []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        obj = decode_json(text, source=source, line=number)
+        parsed.append((number, event_from_json(obj, policy=policy, source=source, line=number)))
+    validate_log(parsed, index=index, source=source)
+    return tuple(event for _, event in parsed)
+
+
+def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[Event, ...]:
+    """Read and validate a JSONL event log file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise JSONSyntaxError(f"not UTF-8: {exc.reason}", source=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
+    return parse_events(text.split("\n"), policy=policy, source=str(path))
+
+
+def dump_events(events: Iterable[Event], out: IO[str]) -> None:
+    """Write events as canonical JSON Lines."""
+    for event in events:
+        out.write(canonical_event(event) + "\n")
+
+
+# -- the actor ---------------------------------------------------------------------------
+
+
+def parse_actor(obj: Any, *, policy: Policy = DEFAULT_POLICY, source: str = "<actor>") -> Actor:
+    """Validate an actor object and normalise it (clearance filled in, roles sorted, unique)."""
+
+    def fail(cls: type[InputError], message: str, field: str | None) -> InputError:
+        return ActorError(message, source=source, field=field)
+
+    if not isinstance(obj, dict):
+        raise fail(ActorError, "the actor must be a JSON object", None)
+    _check_keys(obj, Actor, fail, prefix="")
+    try:
+        actor = converter.structure(obj, Actor)
+    except cattrs.BaseValidationError as exc:
+        field, message = _first_failure(exc)
+        raise fail(ActorError, message, field) from None
+    for name in ("id", "tenant"):
+        if not getattr(actor, name):
+            raise fail(ActorError, "must be a non-empty string", name)
+    _scope_or_fail(actor.scope, fail, "scope")
+    clearance = actor.clearance if actor.clearance is not None else policy.clearance_default
+    if not policy.knows_clearance(clearance):
+        raise fail(ActorError, f"unknown clearance level {clearance!r}", "clearance")
+    return Actor(
+        id=actor.id,
+        tenant=actor.tenant,
+        roles=tuple(sorted(set(actor.roles))),
+        clearance=clearance,
+        scope=actor.scope,
+    )
+
+
+

@@ -1,0 +1,151 @@
+"""The event log's vocabulary as frozen attrs classes.
+
+Optional fields default to ``None`` meaning "not written": the canonical bytes
+of an event keep exactly the fields its writer wrote, and the resolver fills
+defaults (some come from the policy) when it reads them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar, Literal, Union
+
+import attrs
+
+__all__ = [
+    "Value",
+    "Visibility",
+    "Assert",
+    "Retract",
+    "Promote",
+    "Grant",
+    "Revoke",
+    "Experience",
+    "Event",
+    "EVENT_TYPES",
+    "Actor",
+    "STATUSES",
+    "KINDS",
+    "PRIORITIES",
+    "APPLICABILITIES",
+]
+
+Value = Union[str, int, bool]
+Status = Literal["committed", "draft", "hypothetical"]
+Kind = Literal["fact", "constraint", "commitment", "preference", "rule", "derived"]
+Priority = Literal["hard", "soft"]
+Applicability = Literal["applicable", "adaptable", "unusable"]
+
+STATUSES: tuple[str, ...] = ("committed", "draft", "hypothetical")
+KINDS: tuple[str, ...] = ("fact", "constraint", "commitment", "preference", "rule", "derived")
+PRIORITIES: tuple[str, ...] = ("hard", "soft")
+APPLICABILITIES: tuple[str, ...] = ("applicable", "adaptable", "unusable")
+
+
+@attrs.frozen
+class Visibility:
+    """Who may see a fact: listed roles or actors (none listed: everyone) and a clearance bar."""
+
+    roles: tuple[str, ...] | None = None
+    actors: tuple[str, ...] | None = None
+    clearance: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class _Envelope:
+    id: str
+    ts: datetime
+    actor: str
+    tenant: str
+
+
+@attrs.frozen(kw_only=True)
+class Assert(_Envelope):
+    """Introduces one fact."""
+
+    TYPE: ClassVar[str] = "assert"
+    fact: str
+    key: str
+    value: Value
+    scope: str | None = None
+    status: Status | None = None
+    authority: str | None = None
+    kind: Kind | None = None
+    priority: Priority | None = None
+    visibility: Visibility | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    depends_on: tuple[str, ...] | None = None
+    supersedes: tuple[str, ...] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Retract(_Envelope):
+    """Withdraws (cancels) a fact."""
+
+    TYPE: ClassVar[str] = "retract"
+    fact: str
+    authority: str | None = None
+    reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Promote(_Envelope):
+    """Commits a draft or hypothetical fact."""
+
+    TYPE: ClassVar[str] = "promote"
+    fact: str
+    authority: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Grant(_Envelope):
+    """Gives a role or an actor sight of one fact, or of every fact of a key, from ``ts`` on."""
+
+    TYPE: ClassVar[str] = "grant"
+    fact: str | None = None
+    key: str | None = None
+    role: str | None = None
+    to_actor: str | None = None
+    authority: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Revoke(_Envelope):
+    """Ends an earlier matching grant from ``ts`` on."""
+
+    TYPE: ClassVar[str] = "revoke"
+    fact: str | None = None
+    key: str | None = None
+    role: str | None = None
+    to_actor: str | None = None
+    authority: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Experience(_Envelope):
+    """A recorded past action and the facts it relied on."""
+
+    TYPE: ClassVar[str] = "experience"
+    experience: str
+    content: str
+    uses: tuple[str, ...] | None = None
+    applicability: Applicability | None = None
+
+
+Event = Union[Assert, Retract, Promote, Grant, Revoke, Experience]
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.TYPE: cls for cls in (Assert, Retract, Promote, Grant, Revoke, Experience)
+}
+
+
+@attrs.frozen(kw_only=True)
+class Actor:
+    """Who asks: the request context of a resolution. Normalised: defaults filled, roles sorted."""
+
+    id: str
+    tenant: str
+    roles: tuple[str, ...] = ()
+    clearance: str | None = None
+    scope: str = "global"

@@ -1,0 +1,47 @@
+"""Where events come from: a JSONL file or a store, told apart by the SQLite header.
+
+I/O lives here (and in the store), never in the resolver.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from .errors import InputError
+from .events import load_events
+from .model import Event
+from .policy import DEFAULT_POLICY, Policy
+
+__all__ = ["LoadedLog", "is_store", "open_log"]
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+@attrs.frozen
+class LoadedLog:
+    """Validated events and, for a store, the policy it was created with."""
+
+    events: tuple[Event, ...]
+    store_policy: Policy | None = None
+
+
+def is_store(path: str | Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def open_log(path: str | Path, *, policy: Policy | None = None) -> LoadedLog:
+    """Read a log file or store; a store's events were validated when appended."""
+    if not Path(path).exists():
+        raise InputError("no such file", source=str(path))
+    if is_store(path):
+        from .store import Store
+
+        with Store.open(path) as store:
+            return LoadedLog(store.events(), store.policy)
+    return LoadedLog(load_events(path, policy=policy or DEFAULT_POLICY))
