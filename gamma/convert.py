@@ -10,13 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, get_args, get_origin
 
+import attrs
 import cattrs
+from cattrs.errors import AttributeValidationNote, IterableValidationNote
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from .canonical import format_ts, parse_ts
+from .errors import MissingFieldError, UnknownFieldError, ValueTypeError
 from .model import EVENT_TYPES, Actor, Visibility
 
-__all__ = ["converter"]
+__all__ = ["converter", "check_keys", "first_failure"]
 
 
 def _structure_str(value: Any, _: Any) -> str:
@@ -115,3 +118,37 @@ def _make_converter() -> cattrs.Converter:
 
 
 converter = _make_converter()
+
+
+def check_keys(body: dict[str, Any], cls: type, fail: Any, *, prefix: str = "") -> None:
+    """Refuse unknown and ``_``-private fields, missing required ones and nulls, naming the field.
+
+    ``fail(error_class, message, field)`` builds the error to raise.
+    """
+    fields = {a.name: a for a in cls.__attrs_attrs__}  # type: ignore[attr-defined]
+    for name in body:
+        if name not in fields or name.startswith("_"):
+            raise fail(UnknownFieldError, "unknown field", prefix + name)
+    for name, attribute in fields.items():
+        if attribute.default is attrs.NOTHING and name not in body:
+            raise fail(MissingFieldError, "missing required field", prefix + name)
+    for name, value in body.items():
+        if value is None:
+            raise fail(ValueTypeError, "null is not allowed; leave the field out", prefix + name)
+
+
+def first_failure(exc: BaseException, path: str = "") -> tuple[str | None, str]:
+    """The dotted path and message of the first leaf error in a cattrs error tree."""
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        extra = sorted(exc.extra_fields)[0]
+        return (f"{path}.{extra}" if path else extra), "unknown field"
+    if isinstance(exc, cattrs.BaseValidationError):
+        for sub in exc.exceptions:
+            sub_path = path
+            for note in getattr(sub, "__notes__", []):
+                if isinstance(note, AttributeValidationNote):
+                    sub_path = f"{path}.{note.name}" if path else note.name
+                elif isinstance(note, IterableValidationNote):
+                    sub_path = f"{path}[{note.index}]"
+            return first_failure(sub, sub_path)
+    return (path or None), str(exc)

@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import cattrs
-from attrs import NOTHING as attrs_nothing
-from cattrs.errors import AttributeValidationNote, IterableValidationNote
 
 from .canonical import MAX_SAFE_INT, canonical_json
-from .convert import converter
+from .convert import check_keys, converter, first_failure
 from .errors import (
     ActorError,
     CycleError,
@@ -146,48 +144,18 @@ def event_from_json(
         known = ", ".join(sorted(EVENT_TYPES))
         raise fail(UnknownFieldError, f"unknown event type {kind!r} (known: {known})", "type")
     body = {k: v for k, v in obj.items() if k != "type"}
-    _check_keys(body, cls, fail, prefix="")
+    check_keys(body, cls, fail, prefix="")
     if isinstance(body.get("visibility"), dict):
-        _check_keys(body["visibility"], Visibility, fail, prefix="visibility.")
+        check_keys(body["visibility"], Visibility, fail, prefix="visibility.")
     try:
         event: Event = converter.structure(body, cls)
     except cattrs.BaseValidationError as exc:
-        field, message = _first_failure(exc)
+        field, message = first_failure(exc)
         raise fail(ValueTypeError, message, field) from None
     except (TypeError, ValueError) as exc:
         raise fail(ValueTypeError, str(exc), None) from None
     _check_semantics(event, policy, fail)
     return event
-
-
-def _check_keys(body: dict[str, Any], cls: type, fail: Any, *, prefix: str) -> None:
-    fields = {a.name: a for a in cls.__attrs_attrs__}  # type: ignore[attr-defined]
-    for name in body:
-        if name not in fields or name.startswith("_"):
-            raise fail(UnknownFieldError, "unknown field", prefix + name)
-    for name, attribute in fields.items():
-        if attribute.default is attrs_nothing and name not in body:
-            raise fail(MissingFieldError, "missing required field", prefix + name)
-    for name, value in body.items():
-        if value is None:
-            raise fail(ValueTypeError, "null is not allowed; leave the field out", prefix + name)
-
-
-def _first_failure(exc: BaseException, path: str = "") -> tuple[str | None, str]:
-    """The dotted path and message of the first leaf error in a cattrs error tree."""
-    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        extra = sorted(exc.extra_fields)[0]
-        return (f"{path}.{extra}" if path else extra), "unknown field"
-    if isinstance(exc, cattrs.BaseValidationError):
-        for sub in exc.exceptions:
-            sub_path = path
-            for note in getattr(sub, "__notes__", []):
-                if isinstance(note, AttributeValidationNote):
-                    sub_path = f"{path}.{note.name}" if path else note.name
-                elif isinstance(note, IterableValidationNote):
-                    sub_path = f"{path}[{note.index}]"
-            return _first_failure(sub, sub_path)
-    return (path or None), str(exc)
 
 
 def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
@@ -430,11 +398,11 @@ def parse_actor(obj: Any, *, policy: Policy = DEFAULT_POLICY, source: str = "<ac
 
     if not isinstance(obj, dict):
         raise fail(ActorError, "the actor must be a JSON object", None)
-    _check_keys(obj, Actor, fail, prefix="")
+    check_keys(obj, Actor, fail, prefix="")
     try:
         actor = converter.structure(obj, Actor)
     except cattrs.BaseValidationError as exc:
-        field, message = _first_failure(exc)
+        field, message = first_failure(exc)
         raise fail(ActorError, message, field) from None
     for name in ("id", "tenant"):
         if not getattr(actor, name):

@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: maps gamma's errors to messages and exit statuses."""
     configure()
     try:
-        cli.main(args=argv, prog_name="gamma", standalone_mode=False)
+        # without standalone mode, click returns the code of a raised Exit
+        code = cli.main(args=argv, prog_name="gamma", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:

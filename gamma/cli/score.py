@@ -1,0 +1,140 @@
+"""``gamma validate`` (one response) and ``gamma score`` (a file of responses)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ..errors import InputError
+from ..events import decode_json
+from ..findings import LogFacts, check_response, parse_stated
+from ..logs import command
+from ..resolver import resolve
+from ..scoring import Rate, score
+from ..sources import open_log
+from . import exit_with
+from .options import actor_option, at_option, dumps, log_argument, policy_option, read_actor, read_at, read_policy
+
+
+@click.command("validate")
+@log_argument
+@actor_option
+@at_option
+@policy_option
+@click.option("--question", required=True, help="The question the response answers.")
+@click.option("--response", "response", required=True, help="The response text, or @FILE to read it.")
+@click.option("--context", default=None, help="The context the system was shown (text, or @FILE).")
+@click.option("--verdict", type=click.Choice(["KEEP", "ADAPT", "REJECT"]), default=None)
+@click.option("--bindings", default=None, help='JSON object {"used fact": "fact id or value"}.')
+@click.option("--experience", default=None, help="The experience the verdict is about.")
+def validate_command(
+    log: str, actor: str, at: str, policy_path: str | None, question: str, response: str,
+    context: str | None, verdict: str | None, bindings: str | None, experience: str | None,
+) -> None:
+    """Check one response against Γ before acting on it: exit 0 ok, 1 violations."""
+    with command("validate", log=log) as record:
+        explicit = read_policy(policy_path) if policy_path else None
+        loaded = open_log(log, policy=explicit)
+        policy = explicit or loaded.store_policy or read_policy(None)
+        who = read_actor(actor, policy)
+        resolution = resolve(loaded.events, who, read_at(at), policy)
+        stated = parse_stated(
+            _text(response, "--response"), verdict=verdict, bindings=_bindings(bindings)
+        )
+        found = check_response(
+            resolution, LogFacts(loaded.events), question=question, stated=stated,
+            context=_text(context, "--context") if context is not None else None,
+            experience=experience,
+        )
+        click.echo(dumps({"ok": not found, "violations": [v.to_dict() for v in found]}))
+        record.update(violations=len(found), digest=resolution.digest)
+    if found:
+        exit_with(1)
+
+
+def _text(value: str, option: str) -> str:
+    if value.startswith("@"):
+        try:
+            with open(value[1:], encoding="utf-8") as handle:
+                return handle.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read {value[1:]}: {exc}", source=option) from None
+    return value
+
+
+def _bindings(text: str | None) -> dict[str, str] | None:
+    if text is None:
+        return None
+    obj = decode_json(text, source="--bindings")
+    if not isinstance(obj, dict) or not all(isinstance(v, str) for v in obj.values()):
+        raise InputError("expected a JSON object of strings", source="--bindings")
+    return obj
+
+
+@click.command("score")
+@click.argument("responses", type=click.Path(dir_okay=False))
+@click.option("--log", "log", required=True, type=click.Path(dir_okay=False), help="The log the responses answer about.")
+@policy_option
+@click.option("--json", "as_json", is_flag=True, help="Print the score as JSON.")
+def score_command(responses: str, log: str, policy_path: str | None, as_json: bool) -> None:
+    """Score RESPONSES.jsonl with judge-free metrics: GBR, URR, pairs, factorial, pool."""
+    with command("score", responses=responses, log=log) as record:
+        explicit = read_policy(policy_path) if policy_path else None
+        loaded = open_log(log, policy=explicit)
+        policy = explicit or loaded.store_policy or read_policy(None)
+        result = score(responses, loaded.events, policy=policy)
+        data = result.to_dict()
+        click.echo(dumps(data) if as_json else render_score(data), nl=True)
+        record.update(responses=data["responses"], findings=len(data["findings"]))
+
+
+def _rate(obj: dict[str, Any]) -> str:
+    return str(Rate(obj["k"], obj["n"]))
+
+
+def render_score(data: dict[str, Any]) -> str:
+    """The score as a table for people; every rate with its numerator and denominator."""
+    gbr, urr = data["gbr"], data["urr"]
+    out = [
+        f"responses            {data['responses']}",
+        f"GBR                  {_rate(gbr)}",
+        f"GBR (conditional)    {_rate(gbr['conditional'])}",
+    ]
+    for code, k in gbr["by_reason"].items():
+        out.append(f"  leaked via {code:<22} {k}")
+    out.append(f"URR                  {_rate(urr)}")
+    if data["pairs"]:
+        out += ["", "PAIRS  axis                     decidable  pairs  incomplete  pair accuracy        positive             counterfactual       delta"]
+        for group in ("engine", "model", None):
+            for axis, p in data["pairs"].items():
+                if p["decidable_by"] != group:
+                    continue
+                delta = "n/a" if p["delta"] is None else f"{p['delta']:+.1%}"
+                out.append(
+                    f"       {axis:<24} {str(p['decidable_by'] or '-'):<10} {p['pairs']:<6} {p['incomplete']:<11} "
+                    f"{_rate(p['pair_accuracy']):<20} {_rate(p['positive']):<20} {_rate(p['counterfactual']):<20} {delta}"
+                )
+    f = data["factorial"]
+    if f["n"]:
+        out += [
+            "",
+            f"FACTORIAL n={f['n']}",
+            f"  accuracy               {_rate(f['accuracy'])}",
+            f"  correct rejection      {_rate(f['correct_rejection'])}",
+            f"  false refusal          {_rate(f['false_refusal'])}",
+            f"  detail carryover       {_rate(f['detail_carryover'])}",
+            f"  always-refuse baseline {_rate(f['always_refuse_accuracy'])}",
+        ]
+    pool = data["pool"]
+    if pool["n"]:
+        out += ["", "POOL " + "  ".join(f"{k} {pool[k]}" for k in ("n", "gold", "drift", "other", "off_pool", "ambiguous"))]
+    if data["findings"]:
+        out += ["", f"FINDINGS ({len(data['findings'])})"]
+        for item in data["findings"]:
+            target = item["fact"] or item["experience"] or "-"
+            tokens = ", ".join(json.dumps(t, ensure_ascii=False) for t in item["tokens"])
+            codes = ",".join(item["codes"])
+            out.append(f"  {item['response']}  {item['kind']:<16} {target:<8} {codes:<24} {tokens}")
+    return "\n".join(out)

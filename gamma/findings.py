@@ -1,0 +1,308 @@
+"""The validator V(response, resolution): judge-free checks of one response.
+
+A response is checked against a *reference* resolution of the same log,
+actor, time and policy, never against the scored system's own exclusions.
+Four kinds of violation (DESIGN §8):
+
+- ``bypass``: a token of an excluded fact's value appears in the response
+  (exempt: shared with an admitted fact or the question; for validity-only
+  exclusions, also a mention that is only negated);
+- ``unsupported``: an asserted token found in none of the shown context, the
+  admitted facts, the bindings' values and the question;
+- ``ghost_binding``: a binding whose key is not a fact of the log, or whose
+  target is neither an admitted fact id nor a value an admitted fact supplies;
+- ``verdict_mismatch``: the stated verdict differs from Γ's for the experience.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .errors import InputError
+from .model import Actor, Assert, Event
+from .policy import DEFAULT_POLICY, Policy
+from .resolution import VISIBILITY_CODES, Resolution
+from .resolver import resolve
+from .tokens import Token, extract, find, value_tokens
+
+__all__ = [
+    "Violation",
+    "Validation",
+    "Stated",
+    "LogFacts",
+    "parse_stated",
+    "check_response",
+    "validate",
+]
+
+VIOLATION_KINDS = ("bypass", "unsupported", "ghost_binding", "verdict_mismatch")
+_VERDICT_LINE = re.compile(r"^[ \t]*VERDICT[ \t]*:[ \t]*(KEEP|ADAPT|REJECT)\b.*$", re.M | re.I)
+_BINDINGS_LINE = re.compile(r"^[ \t]*BINDINGS[ \t]*:[ \t]*(\{.*\})[ \t]*$", re.M | re.I)
+
+
+@attrs.frozen(kw_only=True)
+class Violation:
+    kind: str
+    fact: str | None = None
+    experience: str | None = None
+    tokens: tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "fact": self.fact,
+            "experience": self.experience,
+            "tokens": list(self.tokens),
+            "codes": list(self.codes),
+            "detail": self.detail,
+        }
+
+
+@attrs.frozen
+class Validation:
+    """The violations of one response; ``ok`` when there are none."""
+
+    violations: tuple[Violation, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "violations": [v.to_dict() for v in self.violations]}
+
+
+@attrs.frozen
+class Stated:
+    """What a response states structurally: its prose, verdict and bindings."""
+
+    text: str
+    verdict: str | None = None
+    bindings: tuple[tuple[str, str], ...] = ()
+
+
+class LogFacts:
+    """Values of every asserted fact of a log, by id (the resolution holds no excluded values)."""
+
+    def __init__(self, events: Iterable[Event]) -> None:
+        self.values: dict[str, Assert] = {}
+        for event in events:
+            if isinstance(event, Assert):
+                self.values[event.fact] = event
+        self._tokens: dict[str, tuple[Token, ...]] = {}
+
+    def tokens(self, fact: str) -> tuple[Token, ...]:
+        if fact not in self._tokens:
+            self._tokens[fact] = value_tokens(self.values[fact].value)
+        return self._tokens[fact]
+
+
+def parse_stated(
+    response: str,
+    *,
+    verdict: str | None = None,
+    bindings: Mapping[str, str] | None = None,
+) -> Stated:
+    """Split a response into prose, verdict and bindings; explicit arguments win.
+
+    A response states a verdict by a line ``VERDICT: KEEP|ADAPT|REJECT`` (and
+    ``BINDINGS: {json}``), or by being a JSON object with ``verdict`` and
+    ``bindings``. Those lines are structure, not assertions: they are removed
+    from the prose that tokens are taken from.
+    """
+    text = response
+    found_verdict: str | None = None
+    found_bindings: Any = None
+    stripped = response.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and ("verdict" in obj or "bindings" in obj):
+            found_verdict = obj.get("verdict")
+            found_bindings = obj.get("bindings")
+            text = "\n".join(
+                str(v) for k, v in sorted(obj.items()) if k not in ("verdict", "bindings")
+                and isinstance(v, (str, int)) and not isinstance(v, bool)
+            )
+    if found_verdict is None:
+        match = _VERDICT_LINE.search(text)
+        if match:
+            found_verdict = match.group(1)
+        text = _VERDICT_LINE.sub("", text)
+    if found_bindings is None:
+        match = _BINDINGS_LINE.search(text)
+        if match:
+            try:
+                found_bindings = json.loads(match.group(1))
+            except ValueError:
+                found_bindings = None
+        text = _BINDINGS_LINE.sub("", text)
+    if verdict is not None:
+        found_verdict = verdict
+    if bindings is not None:
+        found_bindings = dict(bindings)
+    pairs: tuple[tuple[str, str], ...] = ()
+    if isinstance(found_bindings, dict):
+        pairs = tuple(sorted((str(k), _binding_text(v)) for k, v in found_bindings.items()))
+    norm = found_verdict.upper() if isinstance(found_verdict, str) else None
+    if norm not in (None, "KEEP", "ADAPT", "REJECT"):
+        norm = None
+    return Stated(text=text, verdict=norm, bindings=pairs)
+
+
+def _binding_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def check_response(
+    resolution: Resolution,
+    facts: LogFacts,
+    *,
+    question: str,
+    stated: Stated,
+    context: str | None = None,
+    experience: str | None = None,
+) -> tuple[Violation, ...]:
+    """All violations of one response against the reference ``resolution``."""
+    response_tokens = extract(stated.text)
+    admitted_tokens = tuple(t for a in resolution.admitted for t in facts.tokens(a.fact))
+    question_tokens = extract(question, sources=True)
+    exempt = admitted_tokens + question_tokens
+    violations: list[Violation] = []
+    leaked: list[Token] = []
+    for excluded in resolution.excluded:
+        codes = tuple(r.code for r in excluded.reasons)
+        hidden = bool(VISIBILITY_CODES.intersection(codes))
+        hits: list[Token] = []
+        for token in facts.tokens(excluded.fact):
+            if find(token, exempt):
+                continue
+            for said in response_tokens:
+                if find(token, (said,)) and (hidden or not said.negated):
+                    hits.append(said)
+        if hits:
+            leaked += hits
+            violations.append(
+                Violation(
+                    kind="bypass",
+                    fact=excluded.fact,
+                    tokens=_texts(hits),
+                    codes=codes,
+                    detail="withheld content: "
+                    + ("hidden from the actor" if hidden else "no longer valid"),
+                )
+            )
+    shown = context if context is not None else resolution.render("context")
+    support = (
+        extract(shown, sources=True)
+        + admitted_tokens
+        + question_tokens
+        + tuple(t for _, target in stated.bindings for t in extract(target, sources=True))
+    )
+    ids = {a.fact.casefold() for a in resolution.admitted}
+    ids |= {x.casefold() for pair in stated.bindings for x in pair}
+    asserted = [t for t in response_tokens if not t.negated] + leaked
+    unsupported = [
+        t
+        for t in asserted
+        if not (t.kind == "identifier" and t.text.casefold() in ids) and not find(t, support)
+    ]
+    if unsupported:
+        violations.append(
+            Violation(
+                kind="unsupported",
+                tokens=_texts(unsupported),
+                detail="asserted values found in no context, admitted fact, binding or question",
+            )
+        )
+    violations += _ghost_bindings(resolution, facts, stated)
+    if experience is not None:
+        violations += _verdict_mismatch(resolution, experience, stated)
+    return tuple(violations)
+
+
+def _texts(tokens: Sequence[Token]) -> tuple[str, ...]:
+    return tuple(sorted({t.text for t in tokens}))
+
+
+def _ghost_bindings(resolution: Resolution, facts: LogFacts, stated: Stated) -> list[Violation]:
+    admitted = {a.fact: a for a in resolution.admitted}
+    found = []
+    for used, target in stated.bindings:
+        if used not in facts.values:
+            found.append(Violation(kind="ghost_binding", fact=used, tokens=(used,),
+                                   detail=f"binds {used!r}, which is not a fact of the log"))
+        elif not (target in admitted or _supplied(target, admitted.values(), facts)):
+            found.append(Violation(kind="ghost_binding", fact=used, tokens=(target,),
+                                   detail=f"binds {used!r} to {target!r}, which no admitted fact supplies"))
+    return found
+
+
+def _supplied(target: str, admitted: Iterable[Any], facts: LogFacts) -> bool:
+    """A value is supplied when it equals an admitted value, or all its tokens are in one."""
+    wanted = extract(target, sources=True)
+    for item in admitted:
+        if target == str(item.value) or target == json.dumps(item.value, ensure_ascii=False):
+            return True
+        if wanted and all(find(t, facts.tokens(item.fact)) for t in wanted):
+            return True
+    return False
+
+
+def _verdict_mismatch(resolution: Resolution, experience: str, stated: Stated) -> list[Violation]:
+    for outcome in resolution.experiences:
+        if outcome.experience == experience:
+            if stated.verdict == outcome.verdict:
+                return []
+            return [
+                Violation(
+                    kind="verdict_mismatch",
+                    experience=experience,
+                    codes=tuple(sorted({r.code for r in outcome.reasons})),
+                    detail=f"stated {stated.verdict or 'no verdict'}, Γ gives {outcome.verdict}",
+                )
+            ]
+    raise InputError(f"experience {experience!r} is not in the log for this actor at this time",
+                     field="experience")
+
+
+def validate(
+    log: str | Path | Sequence[Event],
+    *,
+    actor: Actor | dict[str, Any],
+    at: datetime | str,
+    question: str,
+    response: str,
+    context: str | None = None,
+    verdict: str | None = None,
+    bindings: Mapping[str, str] | None = None,
+    experience: str | None = None,
+    policy: Policy | None = None,
+) -> Validation:
+    """V(response, Γ(log, actor, at)): the violations of one response, for an agent to act on."""
+    policy = policy or DEFAULT_POLICY
+    if isinstance(log, (str, Path)):
+        from .sources import open_log
+
+        loaded = open_log(log, policy=policy)
+        events: Sequence[Event] = loaded.events
+    else:
+        events = log
+    resolution = resolve(events, actor, at, policy)
+    stated = parse_stated(response, verdict=verdict, bindings=bindings)
+    found = check_response(
+        resolution, LogFacts(events), question=question, stated=stated,
+        context=context, experience=experience,
+    )
+    return Validation(found)
