@@ -7,9 +7,10 @@ in prose; keep the two in step.
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -31,7 +32,9 @@ _UNITS = r"(?i:KB|MB|GB|TB|PB|GHz|MHz)"
 # so a date or an amount consumes its span before any word inside it is looked at.
 _SCAN = re.compile(
     rf"""
-    (?P<iso>(?<![^\W_])(?<![0-9][.,-])
+    (?P<url>(?<![^\W_])(?:https?://|www\.)[^\s<>"'`]*[^\s<>"'`.,;:!?)\]}}*])
+    |(?P<email>(?<![\w.+-])[\w.+-]+@[^\W_][\w-]*(?:\.[\w-]+)+)
+    |(?P<iso>(?<![^\W_])(?<![0-9][.,-])
         (?P<iso_y>[0-9]{{4}})-(?P<iso_m>0[1-9]|1[0-2])-(?P<iso_d>0[1-9]|[12][0-9]|3[01])
         (?:T[0-9]{{2}}:[0-9]{{2}}(?::[0-9]{{2}}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{{2}}:?[0-9]{{2}})?)?
         (?![^\W_]|-[0-9]))
@@ -49,7 +52,7 @@ _SCAN = re.compile(
     |(?P<num>{_LEFT}(?P<num_num>{_NUM})
         (?P<num_mag>k|K|M|bn|{_SP}(?i:thousand|million|billion|trillion))?
         (?:{_SP}?(?P<num_code>{_CODE}))?{_END})
-    |(?P<word>[^\W_]+(?:[-\u2010\u2011'\u2019][^\W_]+)*)
+    |(?P<word>[^\W_]+(?:[-\u2010\u2011'\u2019._][^\W_]+)*)
     """,
     re.VERBOSE,
 )
@@ -88,7 +91,9 @@ behind below between beyond during except inside near outside through under unti
 is are was were be been being am do does did done have has had can could would should
 will shall may might must let all any both each either every few many more most much
 neither no other others several some such only just one
-based according unfortunately currently previously
+based according unfortunately currently previously now still hence overall finally first
+second next last given current new total important warning reason step option question
+response context fact facts value status decision result conclusion update correction fyi tbd
 usd eur gbp pm utc gmt
 """.split())
 # Two-letter acronyms that are names, not the function words they spell in lower case.
@@ -111,7 +116,6 @@ class Unit(NamedTuple):
     kind: str | None
     norm: Hashable
     bare_digit: bool  # a bare one-digit number: salient in sources only
-    word: bool  # came from the word alternative (the only place proper nouns arise)
 
 
 def scan(text: str) -> list[Unit]:
@@ -138,28 +142,30 @@ def _date(year: str | None, month: str, day: str) -> tuple[int | None, int, int]
 def _classify(m: re.Match[str]) -> Unit:
     g = m.groupdict()
     s, e = m.span()
+    if g["url"] or g["email"]:
+        return Unit(s, e, "identifier", m.group().casefold(), False)
     if g["iso"]:
-        return Unit(s, e, "date", _date(g["iso_y"], g["iso_m"], g["iso_d"]), False, False)
+        return Unit(s, e, "date", _date(g["iso_y"], g["iso_m"], g["iso_d"]), False)
     if g["time"]:
-        return Unit(s, e, None, None, False, False)
+        return Unit(s, e, None, None, False)
     if g["dm"]:
-        return Unit(s, e, "date", _date(g["dm_y"], g["dm_m"], g["dm_d"]), False, False)
+        return Unit(s, e, "date", _date(g["dm_y"], g["dm_m"], g["dm_d"]), False)
     if g["md"]:
-        return Unit(s, e, "date", _date(g["md_y"], g["md_m"], g["md_d"]), False, False)
+        return Unit(s, e, "date", _date(g["md_y"], g["md_m"], g["md_d"]), False)
     if g["cur"]:
         code = g["cur_code2"] or g["cur_code"] or _SYMBOLS[g["cur_sym"]]
         value = _number(g["cur_num"]) * _magnitude(g["cur_mag"])
-        return Unit(s, e, "amount", (value, code), False, False)
+        return Unit(s, e, "amount", (value, code), False)
     if g["pct"]:
-        return Unit(s, e, "percent", _number(g["pct_num"]), False, False)
+        return Unit(s, e, "percent", _number(g["pct_num"]), False)
     if g["unit"]:
         norm = g["unit_num"].replace(",", "") + g["unit_u"].casefold()
-        return Unit(s, e, "identifier", norm, False, False)
+        return Unit(s, e, "identifier", norm, False)
     if g["num"]:
         value = _number(g["num_num"]) * _magnitude(g["num_mag"])
         plain = not g["num_mag"] and not g["num_code"]
         bare_digit = plain and len(g["num_num"]) == 1
-        return Unit(s, e, "amount", (value, g["num_code"]), bare_digit, False)
+        return Unit(s, e, "amount", (value, g["num_code"]), bare_digit)
     return _classify_word(g["word"], s, e)
 
 
@@ -168,12 +174,12 @@ def _classify_word(word: str, s: int, e: int) -> Unit:
     has_letter = any(c.isalpha() for c in word)
     if has_digit and has_letter:
         if _ORDINAL_OR_CLOCK.fullmatch(word) or "'" in word or "\u2019" in word:
-            return Unit(s, e, None, None, False, True)
-        return Unit(s, e, "identifier", word.translate(_HYPHENS).casefold(), False, True)
+            return Unit(s, e, None, None, False)
+        return Unit(s, e, "identifier", word.translate(_HYPHENS).casefold(), False)
     base = _POSSESSIVE.sub("", word)
     if not any(c.isupper() for c in base) or _CONTRACTION.search(base) or _stopped(base):
-        return Unit(s, e, None, None, False, True)
-    return Unit(s, e, "proper", unicodedata.normalize("NFC", base.translate(_HYPHENS)), False, True)
+        return Unit(s, e, None, None, False)
+    return Unit(s, e, "proper", unicodedata.normalize("NFC", base.translate(_HYPHENS)), False)
 
 
 def _stopped(word: str) -> bool:
@@ -186,8 +192,9 @@ def _stopped(word: str) -> bool:
 
 
 def sentence_initial(text: str, start: int) -> bool:
-    """True when only openers, spaces or a list marker separate ``start`` from a sentence
-    boundary (start of text, a line break, or ``. ! ?`` followed by a space)."""
+    """True when only spaces and openers (quotes, brackets, list and emphasis marks)
+    separate ``start`` from the start of the text, a line break, or a ``. ! ? …`` followed
+    by a space (a full stop after a title or "e.g." does not count)."""
     i = start
     spaced = False
     while i > 0 and text[i - 1] in _OPENERS:
@@ -215,22 +222,35 @@ def _is_cue(word: str) -> bool:
     return word in _CUES or word.endswith(("n't", "n\u2019t"))
 
 
-def negated_before(text: str, units: Sequence[Unit], pos: int) -> bool:
-    """True when one of the three units before ``pos`` (all of ``units`` end at or before
-    it) is a negation cue and no clause boundary lies between the cue and ``pos``."""
+def negated_before(text: str, units: Sequence[Unit], pos: int, count: int | None = None) -> bool:
+    """True when one of the three units before ``pos`` is a negation cue and no clause
+    boundary lies between the cue and ``pos``. ``units[:count]`` (all of ``units`` by
+    default) are the units of ``text`` that end at or before ``pos``."""
     cursor = pos
-    for back, unit in enumerate(reversed(units), start=1):
+    last = len(units) if count is None else count
+    for i in range(last - 1, max(last - 3, 0) - 1, -1):
+        unit = units[i]
         if any(c in _CLAUSE_MARKS for c in text[unit.end:cursor]):
             return False
         word = text[unit.start:unit.end].lower()
         if word in _CLAUSE_WORDS:
             return False
-        if _is_cue(word) or (word == "longer" and _follows_no(text, units, len(units) - back)):
+        if _is_cue(word) or (word == "longer" and _follows_no(text, units, i)):
             return True
-        if back == 3:
-            return False
         cursor = unit.start
     return False
+
+
+def negation(text: str) -> Callable[[int], bool]:
+    """Scan ``text`` once; the result tells whether a span starting at an offset is
+    negated, reading the units of the whole text that end at or before that offset."""
+    units = scan(text)
+    ends = [u.end for u in units]
+
+    def negated(pos: int) -> bool:
+        return negated_before(text, units, pos, bisect.bisect_right(ends, pos))
+
+    return negated
 
 
 def _follows_no(text: str, units: Sequence[Unit], i: int) -> bool:

@@ -104,9 +104,15 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(_is_literal, _structure_literal)
     conv.register_structure_hook(str | int | bool, _structure_value)
     conv.register_unstructure_hook(datetime, format_ts)
-    for cls in (Visibility, *EVENT_TYPES.values()):
+    conv.register_unstructure_hook(
+        Visibility, make_dict_unstructure_fn(Visibility, conv, _cattrs_omit_if_default=True)
+    )
+    for cls in EVENT_TYPES.values():
         conv.register_unstructure_hook(
-            cls, make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True)
+            cls,
+            make_dict_unstructure_fn(
+                cls, conv, _cattrs_omit_if_default=True, _canonical=override(omit=True)
+            ),
         )
     conv.register_unstructure_hook(
         Actor, make_dict_unstructure_fn(Actor, conv, roles=override(unstruct_hook=list))

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from gamma.tokens import negated_at
+from gamma._tokenize import negation
 
 __all__ = ["CATEGORIES", "GRADES", "Pool", "grade", "mentions"]
 
@@ -78,16 +78,16 @@ def _key(option: str) -> str:
 
 
 def _pattern(option: str) -> re.Pattern[str]:
-    """Whole-word pattern: word characters (and hyphen-joined parts) may not continue the
-    option on either side, nor may ``,000`` or ``.5`` continue a number."""
+    """Whole-word pattern: word characters (and parts joined by ``-`` or ``_``) may not
+    continue the option on either side, nor may ``,000`` or ``.5`` continue a number."""
     body = r"\s+".join(re.escape(part) for part in option.split())
     left = right = ""
     if re.match(r"[^\W_]", option.strip()):
-        left = r"(?<![^\W_])(?<![^\W_]-)"
+        left = r"(?<![^\W_])(?<![^\W_][-_])"
         if option.strip()[0].isdigit():
             left += r"(?<![0-9][.,])"
     if re.search(r"[^\W_]\Z", option.strip()):
-        right = r"(?![^\W_])(?!-[^\W_])"
+        right = r"(?![^\W_])(?![-_][^\W_])"
         if option.strip()[-1].isdigit():
             right += r"(?![.,][0-9])"
     return re.compile(left + body + right, re.IGNORECASE)
@@ -102,6 +102,7 @@ def _scan(answer: str, pool: Pool) -> list[tuple[int, str, str, bool]]:
     options = [(cat, opt) for field, cat in _FIELDS.items() for opt in getattr(pool, field)]
     order = {cat: i for i, cat in enumerate(CATEGORIES)}
     options.sort(key=lambda co: (-len(_key(co[1])), order[co[0]], _key(co[1]), co[1]))
+    negated = negation(answer)
     claimed: list[tuple[int, int]] = []
     found: list[tuple[int, str, str, bool]] = []
     for cat, opt in options:
@@ -110,7 +111,7 @@ def _scan(answer: str, pool: Pool) -> list[tuple[int, str, str, bool]]:
             if any(s < ce and cs < e for cs, ce in claimed):
                 continue
             claimed.append((s, e))
-            found.append((s, cat, opt, negated_at(answer, s)))
+            found.append((s, cat, opt, negated(s)))
     found.sort()
     return found
 

@@ -57,6 +57,8 @@ class _Envelope:
     ts: datetime
     actor: str
     tenant: str
+    # the canonical JSON text, kept when parsed so hashing the log never re-serialises it
+    _canonical: str | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(kw_only=True)

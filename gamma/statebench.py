@@ -34,11 +34,14 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import attrs
+
+from .errors import InputError
 
 __all__ = [
     "StatebenchError",
@@ -108,24 +111,13 @@ _SCOPE_SEGMENT_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _CF_ID_RE = re.compile(r"^(?P<prefix>[A-Z0-9_]+)-(?P<side>POS|CF)-(?P<n>\d+)$")
 
 
-class StatebenchError(ValueError):
+class StatebenchError(InputError):
     """A timeline that cannot be converted: names the 1-based line and the field path.
 
     ``line`` is None when the timeline did not come from a file; ``field`` is
     a dotted path such as ``events[3].writes[0].key``, or None when the whole
     line is at fault (not JSON, not an object).
     """
-
-    def __init__(self, message: str, *, line: int | None = None, field: str | None = None):
-        self.message = message
-        self.line = line
-        self.field = field
-        where = []
-        if line is not None:
-            where.append(f"line {line}")
-        if field is not None:
-            where.append(f"field {field!r}")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
 
 @attrs.frozen
@@ -219,12 +211,12 @@ def _ts(value: Any, path: str) -> datetime:
     except ValueError:
         raise _fail(path, f"not an ISO 8601 timestamp: {text!r}") from None
     if parsed.tzinfo is None:  # StateBench writes naive times; they are read as UTC
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
 
 
 def _fmt(ts: datetime) -> str:
-    ts = ts.astimezone(timezone.utc)
+    ts = ts.astimezone(UTC)
     text = ts.strftime("%Y-%m-%dT%H:%M:%S")
     if ts.microsecond:
         text += f".{ts.microsecond:06d}"
@@ -294,6 +286,7 @@ class _Fact:
     depends_on: list[str] = attrs.Factory(list)
     retracted: bool = False
     path: str = ""
+    layer: str = "persistent_facts"
 
     @property
     def rank(self) -> int:
@@ -310,6 +303,8 @@ class _Build:
     items: list[dict[str, str]] = attrs.Factory(list)
     last_ts: datetime | None = None
     used_ids: set[str] = attrs.Factory(set)
+    # StateBench ids written more than once in the timeline (W-AUTO...): never kept bare.
+    duplicated: set[str] = attrs.Factory(set)
 
     def note(self, kind: str, path: str, detail: str | None = None) -> None:
         item = {"kind": kind, "path": path}
@@ -357,6 +352,8 @@ def _add_fact(
     key: str,
     source_key: str,
     raw_value: Any,
+    value_path: str,
+    layer: str,
     source: dict[str, Any],
     scope: str | None,
     supersedes: list[str],
@@ -366,7 +363,7 @@ def _add_fact(
     writer_fallback: str,
     default_authority: str | None = None,
 ) -> _Fact:
-    value = _value(raw_value, _join(path, "value"))
+    value = _value(raw_value, value_path)
     text = value if isinstance(value, str) else json.dumps(value)
     tenant = build.tenant
     restricted = False
@@ -380,15 +377,15 @@ def _add_fact(
                 tenant = label
             else:
                 restricted = True
-                build.note("restriction_label", _join(path, "value"), label)
+                build.note("restriction_label", value_path, label)
         through = _VALID_THROUGH_RE.search(value)
         if through:
             try:
                 day = datetime.strptime(through.group(1), "%Y-%m-%d")
             except ValueError:
-                build.note("valid_through_unreadable", _join(path, "value"), through.group(1))
+                build.note("valid_through_unreadable", value_path, through.group(1))
             else:
-                valid_until = (day + timedelta(days=1)).replace(tzinfo=timezone.utc)
+                valid_until = (day + timedelta(days=1)).replace(tzinfo=UTC)
 
     authority = source.get("authority")
     if authority is not None:
@@ -425,6 +422,7 @@ def _add_fact(
         restricted=restricted,
         valid_until=valid_until,
         path=path,
+        layer=layer,
     )
     body: dict[str, Any] = {"type": "assert", "fact": fact_id, "key": key, "value": value}
     if gamma_scope != "global":
@@ -443,7 +441,7 @@ def _add_fact(
         ("supersedes", supersedes, fact.supersedes),
         ("depends_on", depends_on, fact.depends_on),
     ):
-        for i, target in enumerate(targets):
+        for target in targets:
             ref = build.resolve(target, tenant)
             if ref is None:
                 build.note("unresolved_reference", f"{_join(path, name)}", target)
@@ -466,11 +464,12 @@ def _add_fact(
 
 
 def _fresh_id(build: _Build, source_id: str | None, key: str) -> str:
-    base = source_id if source_id else key
+    """The StateBench id when it names one fact only, else ``<id or key>#<n>``."""
+    base = source_id or key
     candidate = base
-    if source_id is None or candidate in build.used_ids or build.dup_ids_contains(base):  # type: ignore[attr-defined]
+    if candidate in build.used_ids or candidate in build.duplicated:
         n = 1
-        while f"{base}#{n}" in build.used_ids:
+        while f"{base}#{n}" in build.used_ids or f"{base}#{n}" in build.duplicated:
             n += 1
         candidate = f"{base}#{n}"
     build.used_ids.add(candidate)
@@ -501,6 +500,7 @@ def _derive(facts: list[_Fact], tenant: str, at: datetime) -> _Outcome:
     uncertain: set[str] = set()
     superseder: dict[str, str] = {}
     by_id = {f.id: f for f in facts}
+    position = {f.id: n for n, f in enumerate(facts)}
     own = [f for f in facts if f.tenant == tenant]
     for fact in facts:
         if fact.tenant != tenant:
@@ -517,7 +517,7 @@ def _derive(facts: list[_Fact], tenant: str, at: datetime) -> _Outcome:
             and f.key == newer.key
             and f.scope == newer.scope
             and f.status == "committed"
-            and facts.index(f) < facts.index(newer)
+            and position[f.id] < position[newer.id]
             and f.rank <= newer.rank
         ]
         for old in targets:
@@ -620,14 +620,12 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     role = _opt_text(user, "role", "actors.user")
     initial = _obj(_req(timeline, "initial_state", ""), "initial_state")
     raw_events = _list(_req(timeline, "events", ""), "events")
-
-    build = _Build(tenant=tenant)
     environment = _opt_obj(initial, "environment", "initial_state")
     now = None
     if environment.get("now") is not None:
         now = _ts(environment["now"], "initial_state.environment.now")
 
-    # Read every event first: types, timestamps, the query to keep.
+    # Read every event's type and time first; the case asks the last query.
     kinds: list[str] = []
     stamps: list[datetime] = []
     for i, raw in enumerate(raw_events):
@@ -639,29 +637,115 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         stamps.append(_ts(_req(event, "ts", f"events[{i}]"), f"events[{i}].ts"))
     queries = [i for i, kind in enumerate(kinds) if kind == "query"]
     chosen = queries[-1] if queries else None
-    end = chosen if chosen is not None else len(raw_events)
 
-    # Fact ids that StateBench uses more than once get a "#n" suffix on every use.
+    build = _Build(tenant=tenant)
+    build.duplicated = _duplicated_ids(initial, raw_events, kinds, chosen)
+    _emit_initial_state(build, initial, environment, now, min(stamps) if stamps else None)
+    turns = _emit_events(build, raw_events, kinds, stamps, chosen)
+
+    case: dict[str, Any] = {"id": timeline_id, "suite": "imported"}
+    times = [t for t in (now, build.last_ts) if t is not None]
+    query: dict[str, Any] | None = None
+    if chosen is not None:
+        query = _obj(raw_events[chosen], f"events[{chosen}]")
+        times.append(stamps[chosen])
+        case["question"] = _text(
+            _req(query, "prompt", f"events[{chosen}]"), f"events[{chosen}].prompt"
+        )
+    else:
+        build.note("no_query", "events")
+    if not times:
+        raise _fail("events", "no timestamp anywhere: cannot choose the probe time")
+    at = max(times)
+    case["at"] = _fmt(at)
+    actor: dict[str, Any] = {"id": user_id, "tenant": tenant}
+    if role:
+        actor["roles"] = [role]
+    case["actor"] = actor
+
+    outcome = _derive(build.facts, tenant, at)
+    expect: dict[str, Any] = {
+        "admitted": [],
+        "excluded": {},
+        "experiences": {},
+        "ignored": {},
+        "exact": False,
+    }
+    admitted: set[str] = set()
+    excluded: dict[str, set[str]] = {}
+    gold: list[str] = []
+    drift: list[str] = []
+    if query is not None:
+        gpath = f"events[{chosen}].ground_truth"
+        truth = _obj(_req(query, "ground_truth", f"events[{chosen}]"), gpath)
+        _expectations(build, outcome, truth, gpath, admitted, excluded, gold, drift)
+        expected = truth.get("expected_applicability")
+        if expected is not None:
+            epath = _join(gpath, "expected_applicability")
+            if expected not in _APPLICABILITY_FOR_VERDICT:
+                raise _fail(epath, f"must be KEEP, ADAPT or REJECT, not {expected!r}")
+            _experience(build, case, expect, outcome, epath, expected, turns, timeline_id)
+
+    expect["admitted"] = sorted(admitted)
+    expect["excluded"] = {f: sorted(c) for f, c in sorted(excluded.items())}
+    case["events"] = build.events
+    probe = sorted({f.key for f in build.facts if f.id in admitted or f.id in excluded})
+    if probe:
+        case["probe"] = probe
+    case["expect"] = expect
+    pool = _pool(build, outcome, gold, drift)
+    if pool:
+        case["pool"] = pool
+    if track.startswith("cf_"):
+        _pair_fields(build, case, track[3:], timeline_id)
+
+    record = {
+        "case": timeline_id,
+        "items": build.items,
+        "query": f"events[{chosen}]" if chosen is not None else None,
+        "timeline": timeline_id,
+        "track": track,
+    }
+    return case, record
+
+
+def _source(obj: dict[str, Any], path: str) -> dict[str, Any]:
+    source = obj.get("source")
+    if isinstance(source, str):  # schema before v1.0: the source type alone
+        return {"type": source}
+    return _opt_obj(obj, "source", path)
+
+
+def _duplicated_ids(
+    initial: dict[str, Any], raw_events: list[Any], kinds: list[str], chosen: int | None
+) -> set[str]:
+    """StateBench fact ids written more than once (``W-AUTO``): each use gets ``#n``."""
     counts: Counter[str] = Counter()
-    for i, pf in enumerate(_opt_list(initial, "persistent_facts", "initial_state")):
+    for pf in _opt_list(initial, "persistent_facts", "initial_state"):
         if isinstance(pf, dict) and isinstance(pf.get("id"), str):
             counts[pf["id"]] += 1
-    for i in range(end):
+    for i in range(chosen if chosen is not None else len(raw_events)):
         if kinds[i] in ("state_write", "supersession"):
             for w in _opt_list(raw_events[i], "writes", f"events[{i}]"):
                 if isinstance(w, dict) and isinstance(w.get("id"), str):
                     counts[w["id"]] += 1
-    duplicated = {k for k, n in counts.items() if n > 1}
-    build.dup_ids_contains = duplicated.__contains__  # type: ignore[attr-defined]
+    return {k for k, n in counts.items() if n > 1}
 
-    # -- initial state, ordered by ts --------------------------------------------------
-    initial_items: list[tuple[datetime, int, Any]] = []
+
+def _emit_initial_state(
+    build: _Build,
+    initial: dict[str, Any],
+    environment: dict[str, Any],
+    now: datetime | None,
+    first_event: datetime | None,
+) -> None:
+    """Initial persistent facts, environment entries and scoped working-set items, by ts."""
+    items: list[tuple[datetime, int, str, str, Any]] = []
     for i, raw in enumerate(_opt_list(initial, "persistent_facts", "initial_state")):
         path = f"initial_state.persistent_facts[{i}]"
         pf = _obj(raw, path)
-        ts = _ts(_req(pf, "ts", path), _join(path, "ts"))
-        initial_items.append((ts, len(initial_items), ("pf", path, pf)))
-    env_ts = now if now is not None else (min(stamps) if stamps else None)
+        items.append((_ts(_req(pf, "ts", path), _join(path, "ts")), len(items), "pf", path, pf))
+    env_ts = now if now is not None else first_event
     for name in sorted(environment):
         if name == "now" or environment[name] is None:
             continue
@@ -669,86 +753,66 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         if env_ts is None:
             build.note("environment_without_time", path)
             continue
-        initial_items.append((env_ts, len(initial_items), ("env", path, name)))
+        items.append((env_ts, len(items), "env", path, name))
     for i, raw in enumerate(_opt_list(initial, "working_set", "initial_state")):
         path = f"initial_state.working_set[{i}]"
         item = _obj(raw, path)
         content = _text(_req(item, "content", path), _join(path, "content"))
         match = _WS_SCOPE_RE.match(content)
-        if match is None:
+        stamp = _ts(item["ts"], _join(path, "ts")) if item.get("ts") is not None else env_ts
+        if match is None or stamp is None:
             build.note("working_set_item", path)
             continue
-        ts = _ts(item["ts"], _join(path, "ts")) if item.get("ts") is not None else env_ts
-        if ts is None:
-            build.note("working_set_item", path)
-            continue
-        initial_items.append((ts, len(initial_items), ("ws", path, match)))
-    initial_items.sort(key=lambda entry: (entry[0], entry[1]))
+        items.append((stamp, len(items), "ws", path, match))
+    items.sort(key=lambda entry: (entry[0], entry[1]))
 
-    for ts, _, (what, path, data) in initial_items:
+    for ts, _, what, path, data in items:
         if what == "pf":
-            pf = data
-            source = pf.get("source")
-            source = {"type": source} if isinstance(source, str) else _opt_obj(pf, "source", path)
-            key = _text(_req(pf, "key", path), _join(path, "key"), empty=False)
-            is_valid = pf.get("is_valid", True)
+            key = _text(_req(data, "key", path), _join(path, "key"), empty=False)
+            is_valid = data.get("is_valid", True)
             if not isinstance(is_valid, bool):
                 raise _fail(_join(path, "is_valid"), "must be a boolean")
             _add_fact(
-                build,
-                path=path,
-                ts=ts,
-                source_id=_text(_req(pf, "id", path), _join(path, "id"), empty=False),
-                key=key,
-                source_key=key,
-                raw_value=_req(pf, "value", path),
-                source=source,
-                scope=_opt_text(pf, "scope", path),
-                supersedes=_refs(pf.get("supersedes"), _join(path, "supersedes")),
-                depends_on=_refs(pf.get("depends_on"), _join(path, "depends_on")),
-                is_constraint=pf.get("is_constraint") is True,
-                is_valid=is_valid,
-                writer_fallback="statebench",
+                build, path=path, ts=ts,
+                source_id=_text(_req(data, "id", path), _join(path, "id"), empty=False),
+                key=key, source_key=key,
+                raw_value=_req(data, "value", path), value_path=_join(path, "value"),
+                layer="persistent_facts", source=_source(data, path),
+                scope=_opt_text(data, "scope", path),
+                supersedes=_refs(data.get("supersedes"), _join(path, "supersedes")),
+                depends_on=_refs(data.get("depends_on"), _join(path, "depends_on")),
+                is_constraint=data.get("is_constraint") is True,
+                is_valid=is_valid, writer_fallback="statebench",
             )
         elif what == "env":
-            name = data
             _add_fact(
-                build,
-                path=path,
-                ts=ts,
-                source_id=None,
-                key=f"environment.{name}",
-                source_key=name,
-                raw_value=environment[name],
-                source={"type": "environment"},
-                scope=None,
-                supersedes=[],
-                depends_on=[],
-                is_constraint=False,
-                is_valid=True,
-                writer_fallback="environment",
-                default_authority="system",
+                build, path=path, ts=ts, source_id=None,
+                key=f"environment.{data}", source_key=data,
+                raw_value=environment[data], value_path=path,
+                layer="environment", source={"type": "environment"}, scope=None,
+                supersedes=[], depends_on=[], is_constraint=False, is_valid=True,
+                writer_fallback="environment", default_authority="system",
             )
         else:
-            match = data
             _add_fact(
-                build,
-                path=path,
-                ts=ts,
-                source_id=None,
-                key=f"working_set.{match.group(2)}",
-                source_key=match.group(2),
-                raw_value=match.group(3),
-                source={"type": "working_set"},
-                scope=match.group(1),
-                supersedes=[],
-                depends_on=[],
-                is_constraint=False,
-                is_valid=True,
+                build, path=path, ts=ts, source_id=None,
+                key=f"working_set.{data.group(2)}", source_key=data.group(2),
+                raw_value=data.group(3), value_path=_join(path, "content"),
+                layer="working_set", source={"type": "working_set"}, scope=data.group(1),
+                supersedes=[], depends_on=[], is_constraint=False, is_valid=True,
                 writer_fallback="working_set",
             )
 
-    # -- events before the query -------------------------------------------------------
+
+def _emit_events(
+    build: _Build,
+    raw_events: list[Any],
+    kinds: list[str],
+    stamps: list[datetime],
+    chosen: int | None,
+) -> list[str]:
+    """Asserts for the writes before the chosen query; returns the turns' texts before it."""
+    end = chosen if chosen is not None else len(raw_events)
     turns: list[str] = []
     for i, raw in enumerate(raw_events):
         path = f"events[{i}]"
@@ -778,154 +842,123 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
             if layer not in _LAYERS:
                 raise _fail(_join(wpath, "layer"), f"unknown layer {layer!r}")
             key = _text(_req(write, "key", wpath), _join(wpath, "key"), empty=False)
-            gamma_key = key if layer == "persistent_facts" else f"{layer}.{key}"
-            source = write.get("source")
-            source = {"type": source} if isinstance(source, str) else _opt_obj(write, "source", wpath)
             _add_fact(
-                build,
-                path=wpath,
-                ts=stamps[i],
+                build, path=wpath, ts=stamps[i],
                 source_id=_opt_text(write, "id", wpath) or None,
-                key=gamma_key,
-                source_key=key,
-                raw_value=_req(write, "value", wpath),
-                source=source,
+                key=key if layer == "persistent_facts" else f"{layer}.{key}", source_key=key,
+                raw_value=_req(write, "value", wpath), value_path=_join(wpath, "value"),
+                layer=layer, source=_source(write, wpath),
                 scope=_opt_text(write, "scope", wpath),
                 supersedes=_refs(write.get("supersedes"), _join(wpath, "supersedes")),
                 depends_on=_refs(write.get("depends_on"), _join(wpath, "depends_on")),
                 is_constraint=write.get("is_constraint") is True,
-                is_valid=True,
-                writer_fallback="user",
+                is_valid=True, writer_fallback="user",
             )
+    return turns
 
-    # -- probe time and question -------------------------------------------------------
-    case: dict[str, Any] = {"id": timeline_id, "suite": "imported"}
-    candidates = [t for t in (now, build.last_ts) if t is not None]
-    query: dict[str, Any] = {}
-    if chosen is not None:
-        query = _obj(raw_events[chosen], f"events[{chosen}]")
-        candidates.append(stamps[chosen])
-        case["question"] = _text(
-            _req(query, "prompt", f"events[{chosen}]"), f"events[{chosen}].prompt"
-        )
-    else:
-        build.note("no_query", "events")
-    if not candidates:
-        raise _fail("events", "no timestamp anywhere: cannot choose the probe time")
-    at = max(candidates)
-    case["at"] = _fmt(at)
-    actor: dict[str, Any] = {"id": user_id, "tenant": tenant}
-    if role:
-        actor["roles"] = [role]
-    case["actor"] = actor
 
-    outcome = _derive(build.facts, tenant, at)
-    expect: dict[str, Any] = {
-        "admitted": [],
-        "excluded": {},
-        "experiences": {},
-        "ignored": {},
-        "exact": False,
-    }
-    admitted: set[str] = set()
-    excluded: dict[str, set[str]] = {}
-    gold: list[str] = []
-    drift: list[str] = []
+def _expectations(
+    build: _Build,
+    outcome: _Outcome,
+    truth: dict[str, Any],
+    gpath: str,
+    admitted: set[str],
+    excluded: dict[str, set[str]],
+    gold: list[str],
+    drift: list[str],
+) -> None:
+    """Fill admitted/excluded/gold/drift from the ground truth, noting what stays unmapped."""
 
     def sure_live(fact: _Fact) -> bool:
         return not outcome.codes[fact.id] and fact.id not in outcome.uncertain
 
-    if chosen is not None:
-        gpath = f"events[{chosen}].ground_truth"
-        truth = _obj(_req(query, "ground_truth", f"events[{chosen}]"), gpath)
-        for name in ("decision", "reasoning", "transferable_principle"):
-            if isinstance(truth.get(name), str) and truth[name].strip():
-                build.note(name, _join(gpath, name))
-        must = _phrases(_opt_list(truth, "must_mention", gpath), f"{gpath}.must_mention", build)
-        must_not = _phrases(
-            _opt_list(truth, "must_not_mention", gpath), f"{gpath}.must_not_mention", build
-        )
-        for where, phrases in must:
-            gold.extend(phrases)
-            suppliers = [
-                f for f in build.facts if any(_mentions(f.text, p) for p in phrases)
-            ]
-            live = [f for f in suppliers if sure_live(f)]
-            if len(live) == 1:
-                admitted.add(live[0].id)
-            elif live:
-                build.note("must_mention_ambiguous", where, " | ".join(f.id for f in live))
-            elif suppliers:
-                build.note("must_mention_only_excluded", where, phrases[0])
-            else:
-                build.note("must_mention_not_in_facts", where, phrases[0])
-        for where, phrases in must_not:
-            drift.extend(phrases)
-            carriers = [
-                f for f in build.facts if any(_mentions(f.text, p) for p in phrases)
-            ]
-            if not carriers:
-                build.note("must_not_mention_not_in_facts", where, phrases[0])
-            for fact in carriers:
-                if fact.id in outcome.uncertain:
-                    build.note("must_not_mention_uncertain", where, fact.id)
-                elif outcome.codes[fact.id]:
-                    excluded[fact.id] = set(outcome.codes[fact.id])
-                else:
-                    build.note("must_not_mention_live_fact", where, fact.id)
-        drift.extend(
-            _text(d, f"{gpath}.obsolete_details[{k}]")
-            for k, d in enumerate(_opt_list(truth, "obsolete_details", gpath))
-        )
-        for k, entry in enumerate(_opt_list(truth, "required_facts", gpath)):
-            where = f"{gpath}.required_facts[{k}]"
-            target = entry if isinstance(entry, str) else _obj(entry, where).get("fact_id")
-            fact = build.resolve(_text(target, where), tenant) if target is not None else None
-            if fact is None:
-                build.note("unresolved_reference", where, str(target))
-            elif sure_live(fact):
-                admitted.add(fact.id)
-            else:
-                build.note("required_fact_excluded", where, fact.id)
-        forbidden = [
-            (f"{gpath}.forbidden_facts[{k}]", t)
-            for k, t in enumerate(_opt_list(truth, "forbidden_facts", gpath))
-        ]
-        detection = truth.get("supersession_detection")
-        if isinstance(detection, dict):
-            forbidden += [
-                (f"{gpath}.supersession_detection.must_detect[{k}]", t)
-                for k, t in enumerate(
-                    _opt_list(detection, "must_detect", f"{gpath}.supersession_detection")
-                )
-            ]
-        for where, target in forbidden:
-            fact = build.resolve(_text(target, where), tenant)
-            if fact is None:
-                fact = next((f for f in build.facts if f.source_id == target), None)
-            if fact is None:
-                build.note("unresolved_reference", where, target)
-            elif fact.id not in outcome.uncertain and outcome.codes[fact.id]:
+    for name in ("decision", "reasoning", "transferable_principle"):
+        if isinstance(truth.get(name), str) and truth[name].strip():
+            build.note(name, _join(gpath, name))
+    must = _phrases(_opt_list(truth, "must_mention", gpath), f"{gpath}.must_mention", build)
+    must_not = _phrases(
+        _opt_list(truth, "must_not_mention", gpath), f"{gpath}.must_not_mention", build
+    )
+    for where, phrases in must:
+        gold.extend(phrases)
+        suppliers = [f for f in build.facts if any(_mentions(f.text, p) for p in phrases)]
+        live = [f for f in suppliers if sure_live(f)]
+        if len(live) == 1:
+            admitted.add(live[0].id)
+        elif live:
+            build.note("must_mention_ambiguous", where, " | ".join(f.id for f in live))
+        elif suppliers:
+            build.note("must_mention_only_excluded", where, phrases[0])
+        else:
+            build.note("must_mention_not_in_facts", where, phrases[0])
+    for where, phrases in must_not:
+        drift.extend(phrases)
+        carriers = [f for f in build.facts if any(_mentions(f.text, p) for p in phrases)]
+        if not carriers:
+            build.note("must_not_mention_not_in_facts", where, phrases[0])
+        for fact in carriers:
+            if fact.id in outcome.uncertain:
+                build.note("must_not_mention_uncertain", where, fact.id)
+            elif outcome.codes[fact.id]:
                 excluded[fact.id] = set(outcome.codes[fact.id])
             else:
-                build.note("forbidden_fact_live", where, fact.id)
-
-        expected = truth.get("expected_applicability")
-        if expected is not None:
-            epath = _join(gpath, "expected_applicability")
-            if expected not in _APPLICABILITY_FOR_VERDICT:
-                raise _fail(epath, f"must be KEEP, ADAPT or REJECT, not {expected!r}")
-            _experience(build, case, expect, outcome, epath, expected, turns, timeline_id)
-
-    for fact_id in sorted(admitted & set(excluded)):
+                build.note("must_not_mention_live_fact", where, fact.id)
+    drift.extend(
+        _text(d, f"{gpath}.obsolete_details[{k}]")
+        for k, d in enumerate(_opt_list(truth, "obsolete_details", gpath))
+    )
+    for k, entry in enumerate(_opt_list(truth, "required_facts", gpath)):
+        where = f"{gpath}.required_facts[{k}]"
+        target = entry if isinstance(entry, str) else _obj(entry, where).get("fact_id")
+        needed = _find(build, _text(target, where)) if target is not None else None
+        if needed is None:
+            build.note("unresolved_reference", where, str(target))
+        elif sure_live(needed):
+            admitted.add(needed.id)
+        else:
+            build.note("required_fact_excluded", where, needed.id)
+    forbidden = [
+        (f"{gpath}.forbidden_facts[{k}]", t)
+        for k, t in enumerate(_opt_list(truth, "forbidden_facts", gpath))
+    ]
+    detection = truth.get("supersession_detection")
+    if isinstance(detection, dict):
+        dpath = f"{gpath}.supersession_detection"
+        forbidden += [
+            (f"{dpath}.must_detect[{k}]", t)
+            for k, t in enumerate(_opt_list(detection, "must_detect", dpath))
+        ]
+    for where, target in forbidden:
+        banned = _find(build, _text(target, where))
+        if banned is None:
+            build.note("unresolved_reference", where, target)
+        elif banned.id not in outcome.uncertain and outcome.codes[banned.id]:
+            excluded[banned.id] = set(outcome.codes[banned.id])
+        else:
+            build.note("forbidden_fact_live", where, banned.id)
+    for fact_id in sorted(admitted & set(excluded)):  # a fact both used and banned
         admitted.discard(fact_id)
-        build.note("admitted_and_excluded", "expect", fact_id)
-    expect["admitted"] = sorted(admitted)
-    expect["excluded"] = {f: sorted(c) for f, c in sorted(excluded.items())}
-    probe = sorted({f.key for f in build.facts if f.id in admitted or f.id in excluded})
+        build.note("admitted_and_excluded", gpath, fact_id)
 
+
+def _find(build: _Build, target: str) -> _Fact | None:
+    """A fact named by the ground truth: the actor's tenant first, then any tenant."""
+    found = build.resolve(target, build.tenant)
+    if found is None:
+        found = next((f for f in reversed(build.facts) if target in (f.source_id, f.id)), None)
+    return found
+
+
+def _pool(
+    build: _Build, outcome: _Outcome, gold: list[str], drift: list[str]
+) -> dict[str, list[str]]:
+    """Gold: must-mention phrases. Drift: must-not-mention phrases and superseded values."""
     gold = _dedupe(gold)
-    live_values = {str(f.value).casefold() for f in build.facts if sure_live(f)}
+    live_values = {
+        str(f.value).casefold()
+        for f in build.facts
+        if not outcome.codes[f.id] and f.id not in outcome.uncertain
+    }
     for fact in build.facts:
         value = str(fact.value)
         if (
@@ -935,37 +968,27 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         ):
             drift.append(value)
     drift = _dedupe(drift, drop=gold)
+    return {name: items for name, items in (("gold", gold), ("drift", drift)) if items}
 
-    case["events"] = build.events
-    if probe:
-        case["probe"] = probe
-    case["expect"] = expect
-    pool = {name: items for name, items in (("gold", gold), ("drift", drift)) if items}
-    if pool:
-        case["pool"] = pool
-    if track.startswith("cf_"):
-        axis = track[3:]
-        case["axis"] = axis
-        if axis in CF_AXES:
-            case["decidable_by"] = CF_AXES[axis]
-        match = _CF_ID_RE.match(timeline_id)
-        if match:
-            number = int(match.group("n"))
-            first = number if match.group("side") == "POS" else number - 1
-            if first >= 1:
-                case["side"] = "positive" if match.group("side") == "POS" else "counterfactual"
-                case["pair"] = f"{match.group('prefix')}-{first:0{len(match.group('n'))}d}"
-        if "pair" not in case:
-            build.note("pair", "id", timeline_id)
 
-    record = {
-        "case": timeline_id,
-        "items": build.items,
-        "query": f"events[{chosen}]" if chosen is not None else None,
-        "timeline": timeline_id,
-        "track": track,
-    }
-    return case, record
+def _pair_fields(build: _Build, case: dict[str, Any], axis: str, timeline_id: str) -> None:
+    """A cf_* track names the axis; the generator's ids name the side and, by counter, the pair.
+
+    StateBench builds each pair's positive side first, so ``X-POS-n`` pairs
+    with ``X-CF-(n+1)``; both get pair ``X-n``.
+    """
+    case["axis"] = axis
+    if axis in CF_AXES:
+        case["decidable_by"] = CF_AXES[axis]
+    match = _CF_ID_RE.match(timeline_id)
+    if match:
+        number = int(match.group("n"))
+        first = number if match.group("side") == "POS" else number - 1
+        if first >= 1:
+            case["side"] = "positive" if match.group("side") == "POS" else "counterfactual"
+            case["pair"] = f"{match.group('prefix')}-{first:0{len(match.group('n'))}d}"
+    if "pair" not in case:
+        build.note("pair", "id", timeline_id)
 
 
 def _experience(
@@ -984,7 +1007,7 @@ def _experience(
     track's construction it relied on the state as first written: the first
     persistent fact written by an event, else the first initial persistent fact.
     """
-    own = [f for f in build.facts if f.tenant == build.tenant and f.key == f.source_key]
+    own = [f for f in build.facts if f.tenant == build.tenant and f.layer == "persistent_facts"]
     written = [f for f in own if f.path.startswith("events[")]
     used = (written or own)[:1]
     if not used:

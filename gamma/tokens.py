@@ -14,7 +14,7 @@ from typing import cast
 
 import attrs
 
-from gamma._tokenize import STOP_WORDS, negated_before, scan, sentence_initial
+from gamma._tokenize import STOP_WORDS, negated_before, negation, scan, sentence_initial
 
 __all__ = [
     "KINDS",
@@ -76,7 +76,7 @@ def extract(text: str, *, sources: bool = False) -> tuple[Token, ...]:
             norm=unit.norm,
             start=unit.start,
             end=unit.end,
-            negated=negated_before(text, units[:i], unit.start),
+            negated=negated_before(text, units, unit.start, i),
             sentence_initial=initial,
         ))
     return tuple(tokens)
@@ -137,5 +137,4 @@ def negated_at(text: str, start: int) -> bool:
     """
     if not 0 <= start <= len(text):
         raise ValueError(f"start must be within the text (0..{len(text)}), not {start}")
-    return negated_before(text, scan(text[:start]), start)
-
+    return negation(text)(start)

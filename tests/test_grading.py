@@ -88,6 +88,7 @@ class TestWholeWords:
         pool = Pool(gold=("ORD-4471",))
         assert grade("Order ORD-44710 shipped.", pool) == "off_pool"
         assert grade("Order ORD-4471-B shipped.", pool) == "off_pool"
+        assert grade("Order ORD-4471_B shipped.", pool) == "off_pool"
         assert grade("Order ORD-4471 shipped.", pool) == "gold"
 
     def test_word_not_inside_word(self) -> None:
@@ -205,3 +206,8 @@ class TestProperties:
     def test_any_gold_aliases_grade_gold(self, a: str, b: str) -> None:
         """Any combination of gold aliases is gold."""
         assert grade(f"It is {a}, that is {b}.", BUDGET) == "gold"
+
+    @given(st.text(min_size=1).filter(lambda s: s.strip()))
+    def test_an_option_names_itself(self, option: str) -> None:
+        """Any non-blank option, given verbatim as the whole answer, grades gold."""
+        assert grade(option, Pool(gold=(option,))) == "gold"

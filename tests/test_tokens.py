@@ -4,7 +4,9 @@ implementation (substring matching, float arithmetic, naive negation) would brea
 from __future__ import annotations
 
 import itertools
+import re
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -143,6 +145,21 @@ class TestIdentifiers:
         """3rd mixes letters and digits but is an ordinal, not an identifier."""
         assert extract(f"the {ordinal} one") == ()
 
+    def test_version_is_whole(self) -> None:
+        """v2.1 is one identifier, so it does not match v2.3 through a shared 'v2'."""
+        assert not same("run v2.1 now", "run v2.3 now")
+
+    def test_email_and_url_are_whole_identifiers(self) -> None:
+        """An address is one token, not fragments like 'v2' or '42'."""
+        assert kinds("mail Jane.Doe@Example.com or https://x.com/v2?id=42.") == [
+            ("identifier", "Jane.Doe@Example.com"), ("identifier", "https://x.com/v2?id=42")]
+        assert same("mail jane.doe@example.com", "mail JANE.DOE@EXAMPLE.COM")
+
+    def test_underscore_id_is_one_token(self) -> None:
+        """A fact id like f_budget_2 is one identifier, not a stray amount 2."""
+        assert kinds("see f_budget_2 and _Helios_ now") == [
+            ("identifier", "f_budget_2"), ("proper", "Helios")]
+
     def test_hyphenated_id_is_one_token(self) -> None:
         """F-PF-0011 is one identifier, not F plus PF plus an amount."""
         assert kinds("see F-PF-0011 now") == [("identifier", "F-PF-0011")]
@@ -222,6 +239,14 @@ class TestProperNouns:
         assert word.casefold() in STOP_WORDS
         assert extract(f"so then {word} said it") == ()
 
+    def test_stop_list_is_published(self) -> None:
+        """docs/spec-tokens.md §5 lists exactly STOP_WORDS."""
+        doc = (Path(__file__).parent.parent / "docs" / "spec-tokens.md").read_text("utf-8")
+        section = doc.split("## 5. Published stop list", 1)[1].split("\n## ", 1)[0]
+        listed = re.search(r"sentence words:\n\n(.*?)\n\n", section, re.DOTALL)
+        assert listed is not None
+        assert set(re.split(r",\s*", listed.group(1).strip())) == set(STOP_WORDS)
+
     def test_case_sensitive(self) -> None:
         """Proper nouns match case-sensitively: 'Apple' is not 'APPLE'."""
         assert not same("bought from Apple", "bought from APPLE")
@@ -290,6 +315,14 @@ class TestNegation:
         """A cue exactly three words back still negates; four words back does not."""
         assert one("it is not really quite 22%").negated
         assert not one("it is not really just quite 22%").negated
+
+    def test_not_yet_is_a_clause_break(self) -> None:
+        """'yet' ends the clause as DESIGN lists it, so 'not yet 22%' states 22%."""
+        assert not one("it is not yet 22%").negated
+
+    def test_line_break_ends_clause(self) -> None:
+        """A cue on one list line does not reach the next line."""
+        assert not one("- not applicable\n- 22%").negated
 
     def test_comma_ends_clause(self) -> None:
         """'No, it is 22%' states 22%."""
@@ -408,6 +441,11 @@ class TestRobustness:
         assert all(text[t.start:t.end] == t.text for t in tokens)
         assert all(a.end <= b.start for a, b in itertools.pairwise(tokens))
         assert extract(text) == tokens
+
+    @given(st.text())
+    def test_negated_at_is_the_token_rule(self, text: str) -> None:
+        """negated_at at a token's start gives the token's own negation."""
+        assert all(negated_at(text, t.start) == t.negated for t in extract(text))
 
     @given(st.text())
     def test_sources_is_a_superset(self, text: str) -> None:
