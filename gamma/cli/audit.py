@@ -1,0 +1,118 @@
+"""``gamma replay`` and ``gamma audit diff``: reproduce an audit record, compare two.
+
+Replay exits 0 when the log reproduces the record, 1 when it does not (a
+field-level diff says where), 2 on input errors and when the record's policy
+is neither the default's nor ``--policy``'s (nor, for a store, the store's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ..audit import diff_records, read_audit, replay
+from ..errors import PolicyError
+from ..logs import command
+from ..policy import DEFAULT_POLICY, Policy
+from ..sources import LoadedLog, is_store, open_log
+from . import exit_with
+from .options import log_argument, read_policy
+
+__all__ = ["audit_group", "replay_command"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _json_option(what: str) -> Callable[[F], F]:
+    help = f"Print {what} as one canonical JSON line."
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+@click.command("replay")
+@log_argument
+@click.option(
+    "--expect",
+    "expect",
+    required=True,
+    metavar="AUDIT.json",
+    type=click.Path(dir_okay=False),
+    help="The audit record to reproduce (written by gamma resolve --audit).",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Policy TOML the record was made under, when it is not the default (or the store's).",
+)
+@_json_option("the result")
+def replay_command(log: str, expect: str, policy_path: str | None, as_json: bool) -> None:
+    """Replay LOG as an audit record saw it; exit 0 identical, 1 different or tampered.
+
+    Recomputes the resolution over exactly the log events the record covers
+    (its first `events`; events appended since do not matter), checks their
+    chain head against the record's log, and compares every field.
+    """
+    with command("replay", log=log, expect=expect) as fields:
+        record = read_audit(expect)
+        explicit = read_policy(policy_path) if policy_path else None
+        loaded: LoadedLog | None = None
+        candidates: list[tuple[str, Policy]] = [("the default policy's", DEFAULT_POLICY)]
+        if explicit is not None:
+            candidates.insert(0, ("--policy's", explicit))
+        if is_store(log):
+            loaded = open_log(log)
+            if loaded.store_policy is not None:
+                candidates.append(("the store's", loaded.store_policy))
+        policy = next((p for _, p in candidates if p.digest == record["policy"]), None)
+        if policy is None:
+            known = " nor ".join(f"{label} ({p.digest})" for label, p in candidates)
+            raise PolicyError(
+                f"the record was made under policy {record['policy']}, which is"
+                f" {'neither' if len(candidates) > 1 else 'not'} {known};"
+                " pass the policy file it was made with as --policy",
+                source=expect,
+                field="policy",
+            )
+        if loaded is None:
+            loaded = open_log(log, policy=policy)
+        result = replay(loaded.events, record, policy=policy, source=expect)
+        click.echo(result.to_json() if as_json else result.render(), nl=as_json)
+        fields.update(
+            events=result.events,
+            available=result.available,
+            head=result.head,
+            identical=result.ok,
+            facts_changed=len(result.diff.facts),
+        )
+    if not result.ok:
+        exit_with(1)
+
+
+@click.group("audit")
+def audit_group() -> None:
+    """Work with audit records (written by gamma resolve --audit)."""
+
+
+@audit_group.command("diff")
+@click.argument("a", metavar="A.json", type=click.Path(dir_okay=False))
+@click.argument("b", metavar="B.json", type=click.Path(dir_okay=False))
+@_json_option("the differences")
+def diff_command(a: str, b: str, as_json: bool) -> None:
+    """Explain how audit record B differs from A; exit 0 same, 1 different.
+
+    Names the facts newly admitted or excluded, changed codes and reasons,
+    changed experience verdicts and ignored entries, and changed log, policy,
+    actor or time.
+    """
+    with command("audit diff", a=a, b=b) as fields:
+        diff = diff_records(read_audit(a), read_audit(b))
+        if as_json:
+            click.echo(diff.to_json())
+        else:
+            click.echo(f"A: {a}\nB: {b}\n" + diff.render(), nl=False)
+        fields.update(same=diff.same, facts_changed=len(diff.facts))
+    if not diff.same:
+        exit_with(1)
