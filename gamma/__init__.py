@@ -41,7 +41,9 @@ from .resolution import (
     Resolution,
     UsedReason,
 )
+from .findings import Validation, Violation, validate
 from .resolver import resolve
+from .scoring import Rate, Score, score
 
 try:
     __version__ = version("gamma")
@@ -51,6 +53,12 @@ except PackageNotFoundError:  # running from a source tree without installing
 __all__ = [
     "__version__",
     "resolve",
+    "validate",
+    "Validation",
+    "Violation",
+    "score",
+    "Score",
+    "Rate",
     "load_events",
     "parse_events",
     "dump_events",

@@ -66,12 +66,14 @@ def decode_json(text: str, *, source: str | None = None, line: int | None = None
             seen: set[str] = set()
             for key, _ in items:
                 if key in seen:
-                    raise JSONSyntaxError(f"duplicate key {key!r}", source=source, line=line, field=key)
+                    # the walk below names the duplicate with its full path
+                    refused.append(_Refused(f"duplicate key {key!r}", JSONSyntaxError))
+                    result[key] = refused[-1]
                 seen.add(key)
         return result
 
     def no_constant(name: str) -> Any:
-        refused.append(_Refused(f"{name} is not valid JSON"))
+        refused.append(_Refused(f"{name} is not valid JSON", JSONSyntaxError))
         return refused[-1]
 
     def no_float(raw: str) -> Any:
@@ -93,19 +95,20 @@ def decode_json(text: str, *, source: str | None = None, line: int | None = None
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_LONG_DIGITS = re.compile(r"\d{16}")
+_LONG_DIGITS = re.compile(r"[0-9]{16}")
 
 
 class _Refused:
-    """Stands in for a float or NaN while decoding, so the error can name its field."""
+    """Stands in for a float, NaN or duplicate key while decoding, so the error names its field."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, error: type[InputError] = ValueTypeError) -> None:
         self.message = message
+        self.error = error
 
 
 def _check_scalars(value: Any, *, source: str | None, line: int | None, path: str) -> None:
     if isinstance(value, _Refused):
-        raise ValueTypeError(value.message, source=source, line=line, field=path or None)
+        raise value.error(value.message, source=source, line=line, field=path or None)
     if isinstance(value, dict):
         for key, item in value.items():
             _check_string(key, source=source, line=line, path=path or key)
@@ -235,7 +238,7 @@ def canonical_event(event: Event) -> str:
 
 
 _TIMESTAMP_FIELDS = ("ts", "valid_from", "valid_until")
-_CANONICAL_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.(?!000000)\d{6})?Z")
+_CANONICAL_TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.(?!000000)[0-9]{6})?Z")
 
 
 def _with_canonical(event: Event, obj: dict[str, Any]) -> Event:
@@ -406,12 +409,27 @@ def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[E
     """Read and validate a JSONL event log file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise JSONSyntaxError(f"not UTF-8: {exc.reason}", source=str(path)) from None
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
-    return parse_events(text.split("\n"), policy=policy, source=str(path))
+    return parse_events(decode_lines(data, source=str(path)), policy=policy, source=str(path))
+
+
+def decode_lines(data: bytes, *, source: str | None = None) -> list[str]:
+    """Split bytes into physical lines and decode each as UTF-8, naming the line that is not."""
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        pass
+    lines = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise JSONSyntaxError(
+                f"not UTF-8: {exc.reason} at byte {exc.start}", source=source, line=number
+            ) from None
+    return lines
 
 
 def dump_events(events: Iterable[Event], out: IO[str]) -> None:

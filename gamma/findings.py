@@ -33,18 +33,24 @@ from .resolver import resolve
 from .tokens import Token, extract, find, value_tokens
 
 __all__ = [
-    "Violation",
-    "Validation",
-    "Stated",
     "LogFacts",
-    "parse_stated",
+    "Stated",
+    "Validation",
+    "Violation",
     "check_response",
+    "parse_stated",
     "validate",
 ]
 
 VIOLATION_KINDS = ("bypass", "unsupported", "ghost_binding", "verdict_mismatch")
-_VERDICT_LINE = re.compile(r"^[ \t]*VERDICT[ \t]*:[ \t]*(KEEP|ADAPT|REJECT)\b.*$", re.M | re.I)
-_BINDINGS_LINE = re.compile(r"^[ \t]*BINDINGS[ \t]*:[ \t]*(\{.*\})[ \t]*$", re.M | re.I)
+# "VERDICT: KEEP" at the start of a line (optionally in emphasis): only the marker is
+# structure; anything after it on the line stays prose, so it cannot hide a leak.
+_VERDICT_LINE = re.compile(
+    r"^[ \t*_]*VERDICT[ \t*_]*:[ \t*_]*(KEEP|ADAPT|REJECT)\b[*_]*", re.MULTILINE | re.IGNORECASE
+)
+_BINDINGS_LINE = re.compile(
+    r"^[ \t*_]*BINDINGS[ \t*_]*:[ \t*_]*(\{.*\})[ \t*_]*$", re.MULTILINE | re.IGNORECASE
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -116,38 +122,29 @@ def parse_stated(
 
     A response states a verdict by a line ``VERDICT: KEEP|ADAPT|REJECT`` (and
     ``BINDINGS: {json}``), or by being a JSON object with ``verdict`` and
-    ``bindings``. Those lines are structure, not assertions: they are removed
-    from the prose that tokens are taken from.
+    ``bindings``. The markers are structure, not assertions: they are removed
+    from the prose that tokens are taken from. Lines naming two different
+    verdicts state none; a ``BINDINGS`` line that is not a JSON object stays prose.
     """
     text = response
-    found_verdict: str | None = None
+    found_verdict: Any = None
     found_bindings: Any = None
-    stripped = response.strip()
-    if stripped.startswith("{"):
-        try:
-            obj = json.loads(stripped)
-        except ValueError:
-            obj = None
-        if isinstance(obj, dict) and ("verdict" in obj or "bindings" in obj):
-            found_verdict = obj.get("verdict")
-            found_bindings = obj.get("bindings")
-            text = "\n".join(
-                str(v) for k, v in sorted(obj.items()) if k not in ("verdict", "bindings")
-                and isinstance(v, (str, int)) and not isinstance(v, bool)
-            )
+    obj = _json_object(response)
+    if obj is not None and ("verdict" in obj or "bindings" in obj):
+        found_verdict = obj.get("verdict")
+        found_bindings = obj.get("bindings")
+        text = "\n".join(_leaves({k: v for k, v in obj.items() if k not in ("verdict", "bindings")}))
     if found_verdict is None:
-        match = _VERDICT_LINE.search(text)
-        if match:
-            found_verdict = match.group(1)
+        said = {m.group(1).upper() for m in _VERDICT_LINE.finditer(text)}
+        found_verdict = said.pop() if len(said) == 1 else None
         text = _VERDICT_LINE.sub("", text)
     if found_bindings is None:
-        match = _BINDINGS_LINE.search(text)
-        if match:
-            try:
-                found_bindings = json.loads(match.group(1))
-            except ValueError:
-                found_bindings = None
-        text = _BINDINGS_LINE.sub("", text)
+        for match in _BINDINGS_LINE.finditer(text):
+            parsed = _json_object(match.group(1))
+            if parsed is not None:
+                found_bindings = parsed
+                text = text.replace(match.group(0), "", 1)
+                break
     if verdict is not None:
         found_verdict = verdict
     if bindings is not None:
@@ -159,6 +156,28 @@ def parse_stated(
     if norm not in (None, "KEEP", "ADAPT", "REJECT"):
         norm = None
     return Stated(text=text, verdict=norm, bindings=pairs)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """``text`` parsed as one JSON object, or None when it is not one."""
+    if not text.strip().startswith("{"):
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _leaves(value: Any) -> list[str]:
+    """Every scalar of a JSON value (booleans and nulls aside), in key order: its prose."""
+    if isinstance(value, dict):
+        return [text for _, v in sorted(value.items()) for text in _leaves(v)]
+    if isinstance(value, list):
+        return [text for v in value for text in _leaves(v)]
+    if isinstance(value, bool) or value is None:
+        return []
+    return [str(value)]
 
 
 def _binding_text(value: object) -> str:
@@ -237,15 +256,22 @@ def _texts(tokens: Sequence[Token]) -> tuple[str, ...]:
 
 
 def _ghost_bindings(resolution: Resolution, facts: LogFacts, stated: Stated) -> list[Violation]:
+    """Bindings whose key is no fact of the log, or whose target no admitted fact is or supplies."""
     admitted = {a.fact: a for a in resolution.admitted}
     found = []
     for used, target in stated.bindings:
         if used not in facts.values:
-            found.append(Violation(kind="ghost_binding", fact=used, tokens=(used,),
-                                   detail=f"binds {used!r}, which is not a fact of the log"))
-        elif not (target in admitted or _supplied(target, admitted.values(), facts)):
-            found.append(Violation(kind="ghost_binding", fact=used, tokens=(target,),
-                                   detail=f"binds {used!r} to {target!r}, which no admitted fact supplies"))
+            detail = f"binds {used!r}, which is not a fact of the log"
+        elif target in admitted:
+            continue
+        elif target in facts.values:
+            detail = f"binds {used!r} to {target!r}, a fact that is not admitted"
+        elif not _supplied(target, admitted.values(), facts):
+            detail = f"binds {used!r} to {target!r}, which no admitted fact supplies"
+        else:
+            continue
+        tokens = (used,) if used not in facts.values else (target,)
+        found.append(Violation(kind="ghost_binding", fact=used, tokens=tokens, detail=detail))
     return found
 
 
@@ -291,14 +317,15 @@ def validate(
     policy: Policy | None = None,
 ) -> Validation:
     """V(response, Γ(log, actor, at)): the violations of one response, for an agent to act on."""
-    policy = policy or DEFAULT_POLICY
     if isinstance(log, (str, Path)):
         from .sources import open_log
 
         loaded = open_log(log, policy=policy)
         events: Sequence[Event] = loaded.events
+        policy = policy or loaded.store_policy
     else:
         events = log
+    policy = policy or DEFAULT_POLICY
     resolution = resolve(events, actor, at, policy)
     stated = parse_stated(response, verdict=verdict, bindings=bindings)
     found = check_response(

@@ -111,10 +111,11 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
 
     values: dict[str, Any] = {}
     for table, entries in data.items():
+        if not isinstance(entries, dict):
+            line = _line_of(text, None, table)
+            raise PolicyError("unknown top-level key; keys belong in tables", source=source, line=line, field=table)
         if table not in _SCHEMA:
             raise fail(f"unknown table [{table}]", table)
-        if not isinstance(entries, dict):
-            raise fail("expected a table", table)
         for key, value in entries.items():
             expected = _SCHEMA[table].get(key)
             if expected is None:
@@ -160,7 +161,8 @@ def _ladder(value: Any, default: tuple[str, ...], fail: Any, table: str) -> tupl
 
 
 def _type_name(expected: type | tuple[type, ...]) -> str:
-    return {list: "a list", str: "a string", bool: "true or false"}.get(expected, str(expected))  # type: ignore[call-overload]
+    names: dict[object, str] = {list: "a list", str: "a string", bool: "true or false"}
+    return names.get(expected, str(expected))
 
 
 def _toml_error_line(message: str) -> int | None:
@@ -168,8 +170,11 @@ def _toml_error_line(message: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _line_of(text: str, table: str, key: str | None) -> int | None:
-    """Best-effort physical line of ``key`` inside ``[table]`` (or of the table header)."""
+def _line_of(text: str, table: str | None, key: str | None) -> int | None:
+    """Best-effort physical line of ``key`` inside ``[table]`` (or of the table header).
+
+    ``table`` None looks for a key above the first table header.
+    """
     current = None
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

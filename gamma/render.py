@@ -35,13 +35,21 @@ EXPLANATIONS: dict[str, str] = {
 }
 
 
+# json.dumps leaves these raw with ensure_ascii=False, yet str.splitlines and many
+# renderers break lines at them: escape them so a value always stays on its line
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_LINE_BREAK = re.compile("[\x85\u2028\u2029]")
+
+
 def inert(text: str) -> str:
     """A plain word as is; anything else JSON-encoded, so it reads as data."""
-    return text if _PLAIN.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+    return text if _PLAIN.fullmatch(text) else _value(text)
 
 
 def _value(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """JSON on one line: control characters and Unicode line separators escaped."""
+    encoded = json.dumps(value, ensure_ascii=False)
+    return _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], encoded)
 
 
 def render(resolution: Resolution, format: str = "text") -> str:
@@ -147,7 +155,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     if not rows:
         return ["  (none)"]
     rows = [[inert(cell) if cell and j in (0, 1) else cell for j, cell in enumerate(r)] for r in rows]
-    rows = [[cell.replace("\n", "\\n") for cell in r] for r in rows]
+    rows = [[_LINE_BREAK.sub(" ", cell.replace("\n", "\\n")) for cell in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     fmt = "  " + "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]

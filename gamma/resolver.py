@@ -488,7 +488,7 @@ def _verdict(
     bindings: dict[str, str] = {}
     withdrawn = False
     needs_recheck = False
-    for used in experience.uses or ():
+    for used in dict.fromkeys(experience.uses or ()):  # a fact listed twice is one use
         used_codes = codes[used]
         for code in sorted(used_codes):
             reasons.append(UsedReason(fact=used, code=code, events=used_codes[code].events))

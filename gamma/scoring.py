@@ -10,26 +10,26 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 import cattrs
 
-from .canonical import canonical_json, format_ts
+from .canonical import canonical_json, format_ts, parse_ts
 from .convert import check_keys, converter, first_failure
 from .errors import InputError
 from .events import decode_json, parse_actor
 from .findings import LogFacts, Stated, check_response, parse_stated
 from .grading import Pool, grade
-from .model import Actor, Event
+from .model import Event
 from .policy import DEFAULT_POLICY, Policy
 from .resolution import SUBSTITUTING_CODES, Resolution
 from .resolver import resolve
 from .tokens import find
 
-__all__ = ["ResponseLine", "Score", "Rate", "score", "load_responses", "FACTORIAL_TABLE", "expected_verdict"]
+__all__ = ["FACTORIAL_TABLE", "Rate", "ResponseLine", "Score", "expected_verdict", "load_responses", "score"]
 
 Side = Literal["positive", "counterfactual"]
 
@@ -108,34 +108,42 @@ class Score:
         return hash(self._canonical)
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(self._canonical)  # a copy: the score stays frozen
+        copy: dict[str, Any] = json.loads(self._canonical)  # a copy: the score stays frozen
+        return copy
 
     def to_json(self) -> str:
         return json.dumps(self.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def load_responses(path: str | Path) -> tuple[ResponseLine, ...]:
+def load_responses(path: str | Path, *, policy: Policy | None = None) -> tuple[ResponseLine, ...]:
     """Read and validate RESPONSES.jsonl: unknown fields, duplicate cases, a pair side twice: errors."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read responses: {exc}", source=source) from None
-    return parse_responses(text.split("\n"), source=source)
+    return parse_responses(text.split("\n"), source=source, policy=policy)
 
 
-def parse_responses(lines: Iterable[str], *, source: str | None = None) -> tuple[ResponseLine, ...]:
+def parse_responses(
+    lines: Iterable[str | Mapping[str, Any]],
+    *,
+    source: str | None = None,
+    policy: Policy | None = None,
+) -> tuple[ResponseLine, ...]:
+    """Validate response lines (JSON text or objects), naming the line and field of any error."""
     result: list[ResponseLine] = []
     cases: set[str] = set()
-    sides: set[tuple[str, str]] = set()
+    pairs: dict[str, dict[str, Any]] = {}
+    axes: dict[str, str] = {}
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        if isinstance(raw, str) and not raw.strip():
             continue
 
-        def fail(cls: type[InputError], message: str, field: str | None) -> InputError:
-            return cls(message, source=source, line=number, field=field)
+        def fail(cls: type[InputError], message: str, field: str | None, line: int = number) -> InputError:
+            return cls(message, source=source, line=line, field=field)
 
-        obj = decode_json(raw, source=source, line=number)
+        obj = decode_json(raw, source=source, line=number) if isinstance(raw, str) else dict(raw)
         if not isinstance(obj, dict):
             raise fail(InputError, "a response line must be a JSON object", None)
         check_keys(obj, ResponseLine, fail)
@@ -144,76 +152,115 @@ def parse_responses(lines: Iterable[str], *, source: str | None = None) -> tuple
         except cattrs.BaseValidationError as exc:
             field, message = first_failure(exc)
             raise fail(InputError, message, field) from None
+        _check_line(item, policy or DEFAULT_POLICY, fail)
         if item.case in cases:
             raise fail(InputError, f"case {item.case!r} appears twice", "case")
         cases.add(item.case)
-        if (item.pair is None) != (item.side is None):
-            raise fail(InputError, "give both 'pair' and 'side', or neither", "side")
-        if item.pair is not None and item.side is not None:
-            if (item.pair, item.side) in sides:
-                raise fail(InputError, f"pair {item.pair!r} has its {item.side} side twice", "side")
-            sides.add((item.pair, item.side))
-        if item.cell is not None:
-            try:
-                expected_verdict(item.cell)
-            except ValueError as exc:
-                raise fail(InputError, str(exc), "cell") from None
-        if item.pool is not None:
-            try:
-                Pool.from_json(item.pool)
-            except (ValueError, TypeError) as exc:
-                raise fail(InputError, str(exc), "pool") from None
+        if item.pair is not None:
+            _check_pair(item, pairs, axes, fail)
         result.append(item)
     return tuple(result)
 
 
+def _check_line(item: ResponseLine, policy: Policy, fail: Any) -> None:
+    """The checks of one line on its own: case, actor, time, pair fields, cell, pool."""
+    if not item.case:
+        raise fail(InputError, "must be a non-empty string", "case")
+    try:
+        parse_actor(item.actor, policy=policy)
+    except InputError as exc:
+        raise fail(type(exc), exc.message, f"actor.{exc.field}" if exc.field else "actor") from None
+    try:
+        parse_ts(item.at)
+    except ValueError as exc:
+        raise fail(InputError, str(exc), "at") from None
+    if (item.pair is None) != (item.side is None):
+        raise fail(InputError, "give both 'pair' and 'side', or neither", "side")
+    if item.pair is not None and item.pool is None:
+        raise fail(InputError, "a pair side is graded against its pool: give 'pool'", "pool")
+    if item.cell is not None:
+        try:
+            expected_verdict(item.cell)
+        except ValueError as exc:
+            raise fail(InputError, str(exc), "cell") from None
+    if item.pool is not None:
+        try:
+            Pool.from_json(item.pool)
+        except (ValueError, TypeError) as exc:
+            raise fail(InputError, str(exc), "pool") from None
+
+
+def _check_pair(item: ResponseLine, pairs: dict[str, dict[str, Any]], axes: dict[str, str], fail: Any) -> None:
+    """A pair has each side once, one axis, and an axis one ``decidable_by`` (unstated inherits)."""
+    assert item.pair is not None and item.side is not None
+    seen = pairs.setdefault(item.pair, {"sides": set(), "axis": None, "decidable_by": None})
+    if item.side in seen["sides"]:
+        raise fail(InputError, f"pair {item.pair!r} has its {item.side} side twice", "side")
+    seen["sides"].add(item.side)
+    for field in ("axis", "decidable_by"):
+        value = getattr(item, field)
+        if value is not None and seen[field] not in (None, value):
+            raise fail(InputError, f"pair {item.pair!r} has {field} {seen[field]!r} on its other side", field)
+        seen[field] = seen[field] or value
+    axis, decidable = seen["axis"], seen["decidable_by"]
+    if axis is not None and decidable is not None and axes.setdefault(axis, decidable) != decidable:
+        raise fail(InputError, f"axis {axis!r} is decidable by {axes[axis]!r} elsewhere", "decidable_by")
+
+
 def score(
-    responses: Sequence[ResponseLine] | str | Path,
+    responses: Sequence[ResponseLine | Mapping[str, Any]] | str | Path,
     log: Sequence[Event] | str | Path,
     *,
     policy: Policy | None = None,
 ) -> Score:
-    """Score one system's responses against reference resolutions of ``log``."""
-    policy = policy or DEFAULT_POLICY
-    if isinstance(responses, (str, Path)):
-        responses = load_responses(responses)
+    """Score one system's responses against reference resolutions of ``log``.
+
+    ``responses`` is a RESPONSES.jsonl path, or a sequence of ``ResponseLine``
+    or of response objects (dicts, validated as lines are). A store's policy is
+    used when ``policy`` is not given.
+    """
     if isinstance(log, (str, Path)):
         from .sources import open_log
 
-        events: Sequence[Event] = open_log(log, policy=policy).events
+        loaded = open_log(log, policy=policy)
+        events: Sequence[Event] = loaded.events
+        policy = policy or loaded.store_policy
     else:
         events = log
+    policy = policy or DEFAULT_POLICY
+    if isinstance(responses, (str, Path)):
+        lines = load_responses(responses, policy=policy)
+    else:  # checked as lines of a file are: duplicate cases, pair sides, cells...
+        lines = parse_responses([_as_object(r) for r in responses], source="<responses>", policy=policy)
     facts = LogFacts(events)
     cache: dict[str, Resolution] = {}
     per_response = []
-    for line in responses:
-        actor = _actor(line, policy)
-        resolution = _reference(events, actor, line, policy, cache)
+    for line in lines:
+        resolution = _reference(events, line, policy, cache)
         stated = parse_stated(line.response, verdict=line.verdict, bindings=line.bindings)
-        violations = check_response(
-            resolution, facts, question=line.question, stated=stated,
-            context=line.context, experience=line.experience,
-        )
+        try:
+            violations = check_response(
+                resolution, facts, question=line.question, stated=stated,
+                context=line.context, experience=line.experience,
+            )
+        except InputError as exc:
+            raise InputError(exc.message, source=f"case {line.case!r}", field=exc.field) from None
         per_response.append((line, resolution, stated, violations))
     return Score(_aggregate(per_response, facts))
 
 
-def _actor(line: ResponseLine, policy: Policy) -> Actor:
-    try:
-        return parse_actor(line.actor, policy=policy, source=f"case {line.case}")
-    except InputError as exc:
-        raise InputError(exc.message, source=f"case {line.case}", field=f"actor.{exc.field}") from None
+def _as_object(item: ResponseLine | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(item, ResponseLine):
+        return {k: v for k, v in converter.unstructure(item).items() if v is not None}
+    return item
 
 
 def _reference(
-    events: Sequence[Event], actor: Actor, line: ResponseLine, policy: Policy, cache: dict[str, Resolution]
+    events: Sequence[Event], line: ResponseLine, policy: Policy, cache: dict[str, Resolution]
 ) -> Resolution:
-    from .canonical import parse_ts
-
-    try:
-        at = parse_ts(line.at)
-    except ValueError as exc:
-        raise InputError(str(exc), source=f"case {line.case}", field="at") from None
+    """Γ(log, actor, at) for a line already validated, computed once per actor and time."""
+    actor = parse_actor(line.actor, policy=policy)
+    at = parse_ts(line.at)
     key = canonical_json([converter.unstructure(actor), format_ts(at)])
     if key not in cache:
         cache[key] = resolve(events, actor, at, policy)
@@ -236,8 +283,8 @@ def _aggregate(rows: list[tuple[Any, Resolution, Stated, Any]], facts: LogFacts)
             conditional_n += 1
             conditional_k += bool(bypasses)
         unsupported += any(v.kind == "unsupported" for v in violations)
-        for v in violations:
-            findings.append({"response": line.case, **v.to_dict()})
+        order = sorted(violations, key=lambda v: (v.kind, v.fact or "", v.experience or ""))
+        findings += [{"response": line.case, **v.to_dict()} for v in order]
     n = len(rows)
     return {
         "responses": n,
@@ -250,7 +297,7 @@ def _aggregate(rows: list[tuple[Any, Resolution, Stated, Any]], facts: LogFacts)
         "pairs": _pairs(rows),
         "factorial": _factorial(rows, facts),
         "pool": _pool(rows),
-        "findings": sorted(findings, key=lambda f: (f["response"], f["kind"], f["fact"] or "", f["experience"] or "")),
+        "findings": findings,  # in response order; within one, by kind then fact
     }
 
 
@@ -267,42 +314,40 @@ def _chance_to_leak(resolution: Resolution, facts: LogFacts, question: str) -> b
 
 
 def _pairs(rows: list[tuple[Any, Resolution, Stated, Any]]) -> dict[str, Any]:
+    """Pair accuracy per axis, sides matched by pair id; a side is right when it grades gold."""
     sides: dict[str, dict[str, bool]] = defaultdict(dict)
-    meta: dict[str, tuple[str, str | None]] = {}
+    axis_of: dict[str, str | None] = {}
+    decidable: dict[str, str | None] = {}
     for line, _, stated, _ in rows:
         if line.pair is None:
             continue
-        correct = line.pool is not None and grade(stated.text, Pool.from_json(line.pool)) == "gold"
-        sides[line.pair][line.side] = correct
-        meta.setdefault(line.pair, (line.axis or "unknown", line.decidable_by))
-    by_axis: dict[str, dict[str, Any]] = {}
+        sides[line.pair][line.side] = grade(stated.text, Pool.from_json(line.pool)) == "gold"
+        axis_of[line.pair] = axis_of.get(line.pair) or line.axis
+    for line, *_ in rows:  # an axis is decidable by what any of its lines says (checked consistent)
+        if line.pair is not None:
+            axis = axis_of[line.pair] or "unknown"
+            decidable[axis] = decidable.get(axis) or line.decidable_by
+    counts: dict[str, Counter[str]] = {}
     for pair in sorted(sides):
-        axis, decidable = meta[pair]
-        entry = by_axis.setdefault(axis, {"decidable_by": decidable, "pairs": 0, "incomplete": 0,
-                                          "both": 0, "pos": 0, "cf": 0})
-        if entry["decidable_by"] is None:
-            entry["decidable_by"] = decidable
+        c = counts.setdefault(axis_of[pair] or "unknown", Counter())
         got = sides[pair]
         if len(got) < 2:
-            entry["incomplete"] += 1
+            c["incomplete"] += 1
             continue
-        entry["pairs"] += 1
-        entry["both"] += got["positive"] and got["counterfactual"]
-        entry["pos"] += got["positive"]
-        entry["cf"] += got["counterfactual"]
+        c["pairs"] += 1
+        c["both"] += got["positive"] and got["counterfactual"]
+        c["positive"] += got["positive"]
+        c["counterfactual"] += got["counterfactual"]
     result = {}
-    for axis, e in sorted(by_axis.items()):
-        positive, counterfactual = Rate(e["pos"], e["pairs"]), Rate(e["cf"], e["pairs"])
-        delta = (
-            positive.rate - counterfactual.rate
-            if positive.rate is not None and counterfactual.rate is not None
-            else None
-        )
+    for axis, c in sorted(counts.items()):
+        positive, counterfactual = Rate(c["positive"], c["pairs"]), Rate(c["counterfactual"], c["pairs"])
+        # Δ = positive rate − counterfactual rate, computed as one division (no float drift)
+        delta = (c["positive"] - c["counterfactual"]) / c["pairs"] if c["pairs"] else None
         result[axis] = {
-            "decidable_by": e["decidable_by"],
-            "pairs": e["pairs"],
-            "incomplete": e["incomplete"],
-            "pair_accuracy": Rate(e["both"], e["pairs"]).to_dict(),
+            "decidable_by": decidable[axis],
+            "pairs": c["pairs"],
+            "incomplete": c["incomplete"],
+            "pair_accuracy": Rate(c["both"], c["pairs"]).to_dict(),
             "positive": positive.to_dict(),
             "counterfactual": counterfactual.to_dict(),
             "delta": delta,

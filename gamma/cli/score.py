@@ -15,7 +15,16 @@ from ..resolver import resolve
 from ..scoring import Rate, score
 from ..sources import open_log
 from . import exit_with
-from .options import actor_option, at_option, dumps, log_argument, policy_option, read_actor, read_at, read_policy
+from .options import (
+    actor_option,
+    at_option,
+    dumps,
+    log_argument,
+    policy_option,
+    read_actor,
+    read_at,
+    read_policy,
+)
 
 
 @click.command("validate")
@@ -26,8 +35,10 @@ from .options import actor_option, at_option, dumps, log_argument, policy_option
 @click.option("--question", required=True, help="The question the response answers.")
 @click.option("--response", "response", required=True, help="The response text, or @FILE to read it.")
 @click.option("--context", default=None, help="The context the system was shown (text, or @FILE).")
-@click.option("--verdict", type=click.Choice(["KEEP", "ADAPT", "REJECT"]), default=None)
-@click.option("--bindings", default=None, help='JSON object {"used fact": "fact id or value"}.')
+@click.option("--verdict", type=click.Choice(["KEEP", "ADAPT", "REJECT"], case_sensitive=False),
+              default=None, help="The stated verdict (wins over a VERDICT: line in the response).")
+@click.option("--bindings", default=None,
+              help='JSON object {"used fact": "fact id or value"} (wins over a BINDINGS: line).')
 @click.option("--experience", default=None, help="The experience the verdict is about.")
 def validate_command(
     log: str, actor: str, at: str, policy_path: str | None, question: str, response: str,
@@ -113,7 +124,7 @@ def render_score(data: dict[str, Any]) -> str:
                     continue
                 delta = "n/a" if p["delta"] is None else f"{p['delta']:+.1%}"
                 out.append(
-                    f"       {axis:<24} {str(p['decidable_by'] or '-'):<10} {p['pairs']:<6} {p['incomplete']:<11} "
+                    f"       {axis:<24} {p['decidable_by'] or '-'!s:<10} {p['pairs']:<6} {p['incomplete']:<11} "
                     f"{_rate(p['pair_accuracy']):<20} {_rate(p['positive']):<20} {_rate(p['counterfactual']):<20} {delta}"
                 )
     f = data["factorial"]

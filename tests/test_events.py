@@ -1,0 +1,575 @@
+"""Validation of the event log and the actor (DESIGN §3-4, SPEC §2).
+
+Every rejection is checked for its exact exception type and for the ``line``
+and ``field`` it names: a validator that refuses the right input for the wrong
+reason, or points at the wrong place, fails here. The culprit is put on line 3
+after two good lines, so an off-by-one or a per-line counter that skips blank
+lines shows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from helpers import A, G, R, V, X, actor, log, parse_lines, stamp, ts
+
+from gamma import (
+    ActorError,
+    CycleError,
+    DuplicateIdError,
+    InputError,
+    JSONSyntaxError,
+    MissingFieldError,
+    Policy,
+    TimestampOrderError,
+    UnknownFieldError,
+    UnknownReferenceError,
+    ValueTypeError,
+    load_events,
+    parse_actor,
+)
+
+GOOD = [A("F1", "k1", "v1"), A("F2", "k2", "v2")]
+
+
+def good_lines() -> list[str]:
+    """Two valid events, ids e1/e2, facts F1/F2, stamped at minutes 1 and 2."""
+    return [json.dumps(e) for e in stamp(GOOD)]
+
+
+def third(event: dict[str, Any], *, drop: tuple[str, ...] = ()) -> str:
+    """``event`` stamped as the third event (id e3, minute 3), minus the ``drop`` fields."""
+    body = stamp([*GOOD, event])[2]
+    for name in drop:
+        body.pop(name, None)
+    return json.dumps(body)
+
+
+def fails(
+    lines: list[str],
+    exc_type: type[InputError],
+    *,
+    line: int | None,
+    field: str | None,
+    policy: Policy | None = None,
+) -> InputError:
+    """Parse ``lines``; assert exactly ``exc_type`` was raised, naming ``line`` and ``field``."""
+    with pytest.raises(InputError) as info:
+        parse_lines(lines, **({"policy": policy} if policy else {}))
+    error = info.value
+    assert type(error) is exc_type, f"{type(error).__name__}: {error}"
+    assert error.line == line, str(error)
+    assert error.field == field, str(error)
+    assert error.source == "test.jsonl"
+    return error
+
+
+def fails_on_3(
+    event_or_text: dict[str, Any] | str, exc_type: type[InputError], field: str | None
+) -> InputError:
+    """The culprit on line 3 (after two good lines) is refused with ``exc_type`` and ``field``."""
+    text = event_or_text if isinstance(event_or_text, str) else third(event_or_text)
+    return fails([*good_lines(), text], exc_type, line=3, field=field)
+
+
+def raw3(value_json: str, **extra: Any) -> str:
+    """A third-line assert whose ``value`` is the raw JSON text ``value_json``."""
+    body = stamp([*GOOD, A("F3", "k3", "PLACEHOLDER", **extra)])[2]
+    return json.dumps(body).replace('"PLACEHOLDER"', value_json)
+
+
+class TestBaseline:
+    def test_good_lines_parse(self) -> None:
+        """The fixture lines the other tests corrupt are themselves valid."""
+        events = parse_lines([*good_lines(), third(A("F3", "k3", "v3"))])
+        assert [e.id for e in events] == ["e1", "e2", "e3"]
+
+    def test_id_namespaces_may_overlap(self) -> None:
+        """Event ids, fact ids and experience ids are three namespaces: one string may be all three."""
+        events = log(A("Z", "k", "v", id="Z"), X("Z", ["Z"]))
+        assert [e.id for e in events] == ["Z", "e2"]
+
+    def test_error_is_a_value_error(self) -> None:
+        """Every input error is a gamma.InputError and a ValueError."""
+        error = fails_on_3(third(A("F3", "k3", "v3"), drop=("value",)), MissingFieldError, "value")
+        assert isinstance(error, ValueError)
+
+
+class TestDuplicateIds:
+    def test_duplicate_event_id(self) -> None:
+        """A second event with an existing event id is refused on its own line, field id."""
+        fails_on_3(A("F3", "k3", "v", id="e1"), DuplicateIdError, "id")
+
+    def test_duplicate_fact_id(self) -> None:
+        """A second assert of an existing fact id is refused, field fact."""
+        fails_on_3(A("F1", "k3", "v"), DuplicateIdError, "fact")
+
+    def test_duplicate_experience_id(self) -> None:
+        """A second experience with an existing experience id is refused, field experience."""
+        lines = [
+            *good_lines(),
+            third(X("X1", ["F1"])),
+            json.dumps(stamp([*GOOD, X("X1", []), X("X1", [])])[3]),
+        ]
+        fails(lines, DuplicateIdError, line=4, field="experience")
+
+
+class TestFields:
+    def test_unknown_type(self) -> None:
+        """An unknown event type is an UnknownFieldError on field type."""
+        fails_on_3(
+            {"type": "assertion", "fact": "F3", "key": "k", "value": 1}, UnknownFieldError, "type"
+        )
+
+    def test_missing_type(self) -> None:
+        """An event without type is a MissingFieldError on field type."""
+        fails_on_3(third(A("F3", "k3", "v"), drop=("type",)), MissingFieldError, "type")
+
+    def test_unknown_field(self) -> None:
+        """A field the format does not define is refused by name."""
+        fails_on_3(A("F3", "k3", "v", colour="red"), UnknownFieldError, "colour")
+
+    def test_field_of_another_type(self) -> None:
+        """A field of another event type (a retract's reason on an assert) is unknown."""
+        fails_on_3(A("F3", "k3", "v", reason="why"), UnknownFieldError, "reason")
+
+    def test_unknown_nested_field(self) -> None:
+        """An unknown key inside visibility is named with its dotted path."""
+        fails_on_3(
+            A("F3", "k3", "v", visibility={"roles": ["hr"], "colour": "red"}),
+            UnknownFieldError,
+            "visibility.colour",
+        )
+
+    @pytest.mark.parametrize("field", ["value", "key", "fact", "tenant", "ts", "actor", "id"])
+    def test_missing_required_field_of_assert(self, field: str) -> None:
+        """Each required field of an assert (envelope included) is refused by name when absent."""
+        fails_on_3(third(A("F3", "k3", "v"), drop=(field,)), MissingFieldError, field)
+
+    def test_missing_required_field_of_experience(self) -> None:
+        """An experience without content is refused, field content."""
+        fails_on_3(third(X("X1", ["F1"]), drop=("content",)), MissingFieldError, "content")
+
+    def test_null_field(self) -> None:
+        """A field written as null is a ValueTypeError on that field (leave it out instead)."""
+        fails_on_3(A("F3", "k3", "v", scope=None), ValueTypeError, "scope")
+
+    def test_null_nested_field(self) -> None:
+        """A null inside visibility is named with its dotted path."""
+        fails_on_3(
+            A("F3", "k3", "v", visibility={"clearance": None}),
+            ValueTypeError,
+            "visibility.clearance",
+        )
+
+    def test_null_required_field(self) -> None:
+        """A required field written as null is refused, not treated as present."""
+        fails_on_3(A("F3", "k3", None), ValueTypeError, "value")
+
+
+class TestJSON:
+    def test_invalid_json(self) -> None:
+        """A line that is not JSON is a JSONSyntaxError on its line."""
+        fails_on_3('{"id": "e3", "type": "assert",', JSONSyntaxError, None)
+
+    def test_not_an_object(self) -> None:
+        """A JSON line that is not an object is refused."""
+        fails_on_3('["assert", "F3"]', JSONSyntaxError, None)
+
+    def test_duplicate_json_key(self) -> None:
+        """A key written twice in one object is refused, naming the key."""
+        text = third(A("F3", "k3", "v")).replace('"key": "k3"', '"key": "k3", "key": "k4"')
+        fails_on_3(text, JSONSyntaxError, "key")
+
+    def test_duplicate_nested_json_key(self) -> None:
+        """A key repeated inside visibility is named with its dotted path (DESIGN §3: `visibility.roles`)."""
+        text = third(A("F3", "k3", "v", visibility={"roles": ["hr"]})).replace(
+            '"roles": ["hr"]', '"roles": ["hr"], "roles": ["ops"]'
+        )
+        fails_on_3(text, JSONSyntaxError, "visibility.roles")
+
+    @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+    def test_nan_and_infinity(self, constant: str) -> None:
+        """NaN and Infinity are not JSON: JSONSyntaxError (SPEC §2.1), naming the field."""
+        fails_on_3(raw3(constant), JSONSyntaxError, "value")
+
+    def test_float_value(self) -> None:
+        """A float value is a ValueTypeError naming the field (write decimals as strings)."""
+        fails_on_3(raw3("22.5"), ValueTypeError, "value")
+
+    def test_float_with_integral_value(self) -> None:
+        """``1.0`` is a float too, even though its value is integral."""
+        fails_on_3(raw3("1.0"), ValueTypeError, "value")
+
+    def test_float_in_nested_field(self) -> None:
+        """A float anywhere in the event is refused, naming its dotted path."""
+        text = third(A("F3", "k3", "v", visibility={"clearance": "X"})).replace('"X"', "2.0")
+        fails_on_3(text, ValueTypeError, "visibility.clearance")
+
+    @pytest.mark.parametrize("number", [2**53, -(2**53), 10**20])
+    def test_integer_beyond_safe_range(self, number: int) -> None:
+        """An integer beyond ±(2^53-1) is a ValueTypeError naming the field."""
+        fails_on_3(raw3(str(number)), ValueTypeError, "value")
+
+    @pytest.mark.parametrize("number", [2**53 - 1, -(2**53 - 1), 0])
+    def test_integer_at_safe_bound_is_accepted(self, number: int) -> None:
+        """±(2^53-1) itself is a valid value and survives parsing unchanged."""
+        events = parse_lines([*good_lines(), raw3(str(number))])
+        assert events[2].value == number  # type: ignore[union-attr]
+
+    def test_lone_surrogate(self) -> None:
+        """A string holding a lone surrogate is not valid Unicode: ValueTypeError on its field."""
+        fails_on_3(raw3('"abc\\ud800def"'), ValueTypeError, "value")
+
+    def test_surrogate_pair_is_accepted(self) -> None:
+        """A correctly paired surrogate escape is a valid astral character."""
+        events = parse_lines([*good_lines(), raw3('"\\ud83d\\ude00"')])
+        assert events[2].value == "\U0001f600"  # type: ignore[union-attr]
+
+
+class TestValueTypes:
+    def test_string_where_list(self) -> None:
+        """depends_on given as a string, not a list, is refused on depends_on."""
+        fails_on_3(A("F3", "k3", "v", depends_on="F1"), ValueTypeError, "depends_on")
+
+    def test_int_where_string(self) -> None:
+        """A key given as an integer is refused on key (no coercion)."""
+        fails_on_3(A("F3", 7, "v"), ValueTypeError, "key")  # type: ignore[arg-type]
+
+    def test_bool_for_roles(self) -> None:
+        """visibility.roles given as a boolean is refused on visibility.roles."""
+        fails_on_3(
+            A("F3", "k3", "v", visibility={"roles": True}), ValueTypeError, "visibility.roles"
+        )
+
+    def test_string_for_bool_value_is_kept_a_string(self) -> None:
+        """ "true" stays a string and true stays a boolean: values are never coerced."""
+        events = log(A("F1", "a", "true"), A("F2", "b", True), A("F3", "c", 1))
+        assert [e.value for e in events] == ["true", True, 1]  # type: ignore[union-attr]
+        assert type(events[2].value) is int  # type: ignore[union-attr]
+
+    @pytest.mark.parametrize("value", ["[1]", '{"a": 1}'])
+    def test_value_must_be_scalar(self, value: str) -> None:
+        """A list or object value is refused on value."""
+        fails_on_3(raw3(value), ValueTypeError, "value")
+
+    @pytest.mark.parametrize(
+        ("field", "bad"),
+        [("status", "final"), ("kind", "opinion"), ("priority", "urgent"), ("status", 1)],
+    )
+    def test_value_outside_its_set(self, field: str, bad: Any) -> None:
+        """An enumerated field outside its set is refused on that field."""
+        fails_on_3(A("F3", "k3", "v", **{field: bad}), ValueTypeError, field)
+
+    def test_applicability_outside_its_set(self) -> None:
+        """An experience's applicability outside its set is refused."""
+        fails_on_3(X("X1", ["F1"], applicability="sometimes"), ValueTypeError, "applicability")
+
+    def test_unknown_authority_level(self) -> None:
+        """An authority name not on the policy's ladder is refused on authority."""
+        fails_on_3(R("F1", authority="boss"), ValueTypeError, "authority")
+
+    def test_unknown_clearance_level(self) -> None:
+        """A clearance name not on the policy's ladder is refused on visibility.clearance."""
+        fails_on_3(
+            A("F3", "k3", "v", visibility={"clearance": "top-secret"}),
+            ValueTypeError,
+            "visibility.clearance",
+        )
+
+    def test_ladders_come_from_the_policy(self) -> None:
+        """A name valid on a custom policy's ladder is accepted, and the default's names refused."""
+        policy = Policy(authority_ladder=("low", "boss"), authority_default="low")
+        parse_lines([*good_lines(), third(R("F1", authority="boss"))], policy=policy)
+        fails(
+            [*good_lines(), third(R("F1", authority="peer"))],
+            ValueTypeError,
+            line=3,
+            field="authority",
+            policy=policy,
+        )
+
+    @pytest.mark.parametrize("field", ["id", "fact", "key", "tenant", "actor"])
+    def test_empty_id(self, field: str) -> None:
+        """An empty id, fact, key, tenant or writer is refused on that field."""
+        event = {**A("F3", "k3", "v"), field: ""}
+        fails_on_3(event, ValueTypeError, field)
+
+    def test_empty_role_name(self) -> None:
+        """An empty role name inside visibility.roles is refused on visibility.roles."""
+        fails_on_3(
+            A("F3", "k3", "v", visibility={"roles": [""]}), ValueTypeError, "visibility.roles"
+        )
+
+    @pytest.mark.parametrize("scope", ["a//b", "/a", "a/", "", "a b", "a\nb", "héllo"])
+    def test_bad_scope(self, scope: str) -> None:
+        """A scope that is not `global` or `/`-separated non-empty segments of [A-Za-z0-9_.:-] is refused."""
+        fails_on_3(A("F3", "k3", "v", scope=scope), ValueTypeError, "scope")
+
+    @pytest.mark.parametrize("scope", ["global", "helios", "helios/launch", "a.b:c-d_e/F9"])
+    def test_good_scope(self, scope: str) -> None:
+        """Well-formed scopes are accepted."""
+        parse_lines([*good_lines(), third(A("F3", "k3", "v", scope=scope))])
+
+
+class TestGrants:
+    def test_grant_with_fact_and_key(self) -> None:
+        """A grant naming both a fact and a key is refused (ValueTypeError on fact)."""
+        fails_on_3(G(fact="F1", key="k1", role="hr"), ValueTypeError, "fact")
+
+    def test_grant_with_neither_fact_nor_key(self) -> None:
+        """A grant naming neither a fact nor a key is refused (MissingFieldError on fact)."""
+        fails_on_3(G(role="hr"), MissingFieldError, "fact")
+
+    def test_revoke_with_role_and_to_actor(self) -> None:
+        """A revoke naming both a role and an actor is refused (ValueTypeError on role)."""
+        fails_on_3(V(key="k1", role="hr", to_actor="bob"), ValueTypeError, "role")
+
+    def test_grant_with_neither_role_nor_actor(self) -> None:
+        """A grant naming no grantee is refused (MissingFieldError on role)."""
+        fails_on_3(G(key="k1"), MissingFieldError, "role")
+
+    def test_grant_by_key_needs_no_asserted_fact(self) -> None:
+        """A key grant is not a fact reference: it may name a key no fact has yet."""
+        parse_lines([*good_lines(), third(G(key="not_yet_used", to_actor="bob"))])
+
+
+class TestReferences:
+    def test_reference_to_unknown_fact(self) -> None:
+        """supersedes naming a fact that is never asserted is an UnknownReferenceError."""
+        fails_on_3(A("F3", "k3", "v", supersedes=["F9"]), UnknownReferenceError, "supersedes[0]")
+
+    def test_reference_names_its_list_index(self) -> None:
+        """The second, bad entry of depends_on is named with its index."""
+        fails_on_3(
+            A("F3", "k3", "v", depends_on=["F1", "F9"]), UnknownReferenceError, "depends_on[1]"
+        )
+
+    def test_reference_to_later_fact(self) -> None:
+        """depends_on naming a fact asserted on a later line is refused (not a CycleError)."""
+        lines = [
+            *good_lines(),
+            third(A("F3", "k3", "v", depends_on=["F4"])),
+            json.dumps(stamp([*GOOD, {}, A("F4", "k4", "v")])[3]),
+        ]
+        fails(lines, UnknownReferenceError, line=3, field="depends_on[0]")
+
+    def test_retract_of_later_fact(self) -> None:
+        """A retract may not name a fact asserted after it."""
+        lines = [
+            *good_lines(),
+            third(R("F4")),
+            json.dumps(stamp([*GOOD, {}, A("F4", "k4", "v")])[3]),
+        ]
+        fails(lines, UnknownReferenceError, line=3, field="fact")
+
+    def test_reference_to_other_tenants_fact(self) -> None:
+        """A retract naming another tenant's fact is refused, although the fact exists."""
+        fails_on_3(R("F1", tenant="globex"), UnknownReferenceError, "fact")
+
+    def test_uses_of_other_tenants_fact(self) -> None:
+        """An experience may only use facts of its own tenant."""
+        lines = [
+            json.dumps(e)
+            for e in stamp([A("F1", "k", "v", tenant="globex"), A("F2", "k", "v"), X("X1", ["F1"])])
+        ]
+        fails(lines, UnknownReferenceError, line=3, field="uses[0]")
+
+    @pytest.mark.parametrize(
+        "make",
+        [
+            lambda: G(fact="F9", role="hr"),
+            lambda: V(fact="F9", to_actor="bob"),
+            lambda: X("X1", ["F9"]),
+        ],
+        ids=["grant", "revoke", "uses"],
+    )
+    def test_every_reference_kind_is_checked(self, make: Any) -> None:
+        """grant, revoke and uses references are checked like the others."""
+        event = make()
+        field = "uses[0]" if event["type"] == "experience" else "fact"
+        fails_on_3(event, UnknownReferenceError, field)
+
+    def test_self_reference_in_supersedes(self) -> None:
+        """A fact superseding itself is a CycleError on supersedes."""
+        fails_on_3(A("F3", "k3", "v", supersedes=["F3"]), CycleError, "supersedes[0]")
+
+    def test_self_reference_in_depends_on(self) -> None:
+        """A fact depending on itself is a CycleError on depends_on."""
+        fails_on_3(A("F3", "k3", "v", depends_on=["F1", "F3"]), CycleError, "depends_on[1]")
+
+
+class TestTimestamps:
+    def test_timestamp_going_backwards(self) -> None:
+        """A ts earlier than the previous event's is a TimestampOrderError on ts."""
+        fails_on_3(A("F3", "k3", "v", ts=ts(1.5)), TimestampOrderError, "ts")
+
+    def test_equal_timestamps_are_allowed(self) -> None:
+        """ts may repeat: it never decreases, equal is fine."""
+        parse_lines([*good_lines(), third(A("F3", "k3", "v", ts=ts(2)))])
+
+    def test_timestamps_compare_as_instants(self) -> None:
+        """10:30+02:00 is 08:30Z, before 09:02Z, although its text sorts later."""
+        fails_on_3(A("F3", "k3", "v", ts="2026-03-01T10:30:00+02:00"), TimestampOrderError, "ts")
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "2026-03-01T09:03:00+00:00",
+            "2026-03-01t09:03:00z",
+            "2026-03-01T09:03:00-00:00",
+            "2026-03-01T10:03:00+01:00",
+        ],
+    )
+    def test_offset_forms_are_accepted(self, text: str) -> None:
+        """Z, z, +hh:mm and -00:00 offsets all parse to the same UTC instant."""
+        events = parse_lines([*good_lines(), third(A("F3", "k3", "v", ts=text))])
+        assert events[2].ts == events[1].ts.replace(minute=3)
+
+    @pytest.mark.parametrize("field", ["ts", "valid_from", "valid_until"])
+    def test_timestamp_without_offset(self, field: str) -> None:
+        """A timestamp without an offset is refused on its field."""
+        fails_on_3(A("F3", "k3", "v", **{field: "2026-03-01T09:03:00"}), ValueTypeError, field)
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "2026-03-01 09:03:00Z",
+            "2026-02-30T09:03:00Z",
+            "2026-03-01T09:03:60Z",
+            "2026-03-01T09:03:00.1234567Z",
+            "yesterday",
+            "2026-03-01T09:03:00+24:00",
+        ],
+    )
+    def test_malformed_timestamp(self, text: str) -> None:
+        """Non-RFC 3339 text, impossible dates, leap seconds, 7 fraction digits and bad offsets are refused."""
+        fails_on_3(A("F3", "k3", "v", ts=text), ValueTypeError, "ts")
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "\uff12\uff10\uff12\uff16-03-01T09:03:00Z",
+            "2026-03-01T09:03:00.\u0661\u0662Z",
+            "2026-03-01T09:03:00+\u0660\u0660:00",
+        ],
+        ids=["fullwidth-year", "arabic-indic-fraction", "arabic-indic-offset"],
+    )
+    def test_non_ascii_digits_in_timestamp(self, text: str) -> None:
+        """RFC 3339 digits are ASCII: a timestamp spelled with other Unicode digits is refused."""
+        fails_on_3(A("F3", "k3", "v", ts=text), ValueTypeError, "ts")
+
+    @pytest.mark.parametrize("until", [ts(10), ts(9)])
+    def test_valid_until_not_after_valid_from(self, until: str) -> None:
+        """valid_until equal to or before valid_from is a TimestampOrderError on valid_until."""
+        fails_on_3(
+            A("F3", "k3", "v", valid_from=ts(10), valid_until=until),
+            TimestampOrderError,
+            "valid_until",
+        )
+
+
+class TestWholeInput:
+    def test_blank_lines_count_for_line_numbers(self) -> None:
+        """The line number is the physical line: blank and whitespace-only lines are counted."""
+        lines = [
+            good_lines()[0],
+            "",
+            "   ",
+            good_lines()[1],
+            "\t",
+            third(A("F3", "k3", "v", colour="x")),
+        ]
+        fails(lines, UnknownFieldError, line=6, field="colour")
+
+    def test_blank_lines_count_for_log_level_errors(self) -> None:
+        """Log-level errors (a duplicate id) also name the physical line."""
+        lines = ["", good_lines()[0], "", good_lines()[1], third(A("F3", "k3", "v", id="e2"))]
+        fails(lines, DuplicateIdError, line=5, field="id")
+
+    def test_error_after_resolution_time_still_fails(self, tmp_path: Any) -> None:
+        """The whole file is validated: a bad line stamped long after any --at is still an error."""
+        path = tmp_path / "log.jsonl"
+        late = third(A("F3", "k3", "v", ts="2030-01-01T00:00:00Z", colour="x"))
+        path.write_text("\n".join([*good_lines(), late]) + "\n", encoding="utf-8")
+        with pytest.raises(UnknownFieldError) as info:
+            load_events(path)
+        assert (info.value.line, info.value.field, info.value.source) == (3, "colour", str(path))
+
+    def test_file_line_numbers_match_parse(self, tmp_path: Any) -> None:
+        """load_events reports the same physical line as parse_events, blank lines included."""
+        path = tmp_path / "log.jsonl"
+        path.write_text(good_lines()[0] + "\n\n\n" + "{oops\n", encoding="utf-8")
+        with pytest.raises(JSONSyntaxError) as info:
+            load_events(path)
+        assert info.value.line == 4
+
+    def test_invalid_utf8_names_its_line(self, tmp_path: Any) -> None:
+        """Bytes that are not UTF-8 are an input error naming the physical line they are on (SPEC §2)."""
+        path = tmp_path / "log.jsonl"
+        bad = (
+            third(A("F3", "k3", "PLACEHOLDER")).encode("utf-8").replace(b"PLACEHOLDER", b"\xff\xfe")
+        )
+        path.write_bytes(("\n".join(good_lines()) + "\n").encode("utf-8") + bad + b"\n")
+        with pytest.raises(InputError) as info:
+            load_events(path)
+        assert (info.value.line, info.value.source) == (3, str(path))
+
+    def test_first_error_wins(self) -> None:
+        """With two bad lines, the error names the first one."""
+        lines = [*good_lines(), third(A("F3", "k3", "v", colour="x")), "{oops"]
+        fails(lines, UnknownFieldError, line=3, field="colour")
+
+    def test_trailing_blank_line_is_fine(self) -> None:
+        """A file ending with a newline (an empty last line) is valid."""
+        assert len(parse_lines([*good_lines(), ""])) == 2
+
+
+class TestActor:
+    def test_defaults_are_filled_and_roles_normalised(self) -> None:
+        """The actor is normalised: roles sorted and de-duplicated, clearance and scope defaulted."""
+        who = parse_actor({"id": "a", "tenant": "t", "roles": ["sales", "hr", "sales"]})
+        assert (who.roles, who.clearance, who.scope) == (("hr", "sales"), "public", "global")
+
+    def test_clearance_default_comes_from_the_policy(self) -> None:
+        """An actor without clearance gets the policy's default clearance."""
+        policy = Policy(clearance_default="internal")
+        assert actor(policy=policy).clearance == "internal"
+
+    @pytest.mark.parametrize(
+        ("obj", "field"),
+        [
+            ({"id": "a"}, "tenant"),
+            ({"tenant": "t"}, "id"),
+            ({"id": "a", "tenant": "t", "colour": "red"}, "colour"),
+            ({"id": "a", "tenant": "t", "roles": True}, "roles"),
+            ({"id": "a", "tenant": "t", "roles": "hr"}, "roles"),
+            ({"id": "", "tenant": "t"}, "id"),
+            ({"id": "a", "tenant": ""}, "tenant"),
+            ({"id": "a", "tenant": "t", "scope": "/a"}, "scope"),
+            ({"id": "a", "tenant": "t", "clearance": "ultra"}, "clearance"),
+            ({"id": "a", "tenant": "t", "clearance": None}, "clearance"),
+            ({"id": 1, "tenant": "t"}, "id"),
+        ],
+        ids=[
+            "no-tenant",
+            "no-id",
+            "unknown-field",
+            "bool-roles",
+            "string-roles",
+            "empty-id",
+            "empty-tenant",
+            "bad-scope",
+            "unknown-clearance",
+            "null-clearance",
+            "int-id",
+        ],
+    )
+    def test_bad_actor(self, obj: dict[str, Any], field: str) -> None:
+        """A malformed actor is an ActorError (an InputError) naming the field."""
+        with pytest.raises(ActorError) as info:
+            parse_actor(obj)
+        assert isinstance(info.value, InputError)
+        assert info.value.field == field

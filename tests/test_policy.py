@@ -1,0 +1,206 @@
+"""Governance policies: loading, validation and the digest (DESIGN §4)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from helpers import AT, A, actor, log, run
+
+from gamma import DEFAULT_POLICY, Policy, PolicyError, load_policy, parse_policy, resolve
+
+POLICIES = Path(__file__).resolve().parent.parent / "policies"
+
+
+def independent_digest(policy: Policy) -> str:
+    """sha256 of the canonical JSON of the normalised policy, computed without gamma's helpers."""
+    body = {
+        "authority": {"ladder": list(policy.authority_ladder), "default": policy.authority_default},
+        "clearance": {"ladder": list(policy.clearance_ladder), "default": policy.clearance_default},
+        "supersession": {"same_key": policy.same_key},
+        "dependencies": {"mode": policy.dependency_mode},
+        "disclosure": {"restricted_keys": policy.restricted_keys},
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class TestDefault:
+    def test_default_file_digest_equals_builtin(self) -> None:
+        """policies/default.toml and the built-in default have the same digest."""
+        assert load_policy(POLICIES / "default.toml").digest == DEFAULT_POLICY.digest
+
+    def test_default_file_equals_builtin(self) -> None:
+        """policies/default.toml normalises to exactly the built-in default."""
+        assert load_policy(POLICIES / "default.toml") == DEFAULT_POLICY
+
+    def test_empty_file_is_the_default(self) -> None:
+        """Every key is optional: an empty policy is the default, digest included."""
+        assert parse_policy("").digest == DEFAULT_POLICY.digest
+
+    def test_builtin_values(self) -> None:
+        """The built-in default holds the ladders, defaults and switches DESIGN §4 lists."""
+        p = DEFAULT_POLICY
+        assert p.authority_ladder == (
+            "unverified",
+            "system",
+            "subordinate",
+            "peer",
+            "manager",
+            "executive",
+            "policy",
+        )
+        assert (p.authority_default, p.clearance_default) == ("peer", "public")
+        assert p.clearance_ladder == ("public", "internal", "confidential", "secret")
+        assert (p.same_key, p.dependency_mode, p.restricted_keys) == (True, "exclude", False)
+
+    @pytest.mark.parametrize("name", ["default", "strict", "recheck", "multivalue"])
+    def test_digest_is_sha256_of_canonical_json(self, name: str) -> None:
+        """The digest is the sha256 hex of the canonical JSON of the normalised policy."""
+        policy = load_policy(POLICIES / f"{name}.toml")
+        assert policy.digest == independent_digest(policy)
+        assert len(policy.digest) == 64 and policy.digest == policy.digest.lower()
+
+    def test_equivalent_text_has_the_same_digest(self) -> None:
+        """Comments, key order and table order do not change the digest."""
+        a = parse_policy('[dependencies]\nmode = "flag"\n[supersession]\nsame_key = false\n')
+        b = parse_policy('# x\n[supersession]\nsame_key=false # y\n\n[dependencies]\nmode="flag"\n')
+        assert a.digest == b.digest
+        assert a.digest != DEFAULT_POLICY.digest
+
+
+class TestShippedPolicies:
+    def test_strict(self) -> None:
+        """strict.toml: unattributed writes are unverified; stale dependents excluded; nothing disclosed."""
+        p = load_policy(POLICIES / "strict.toml")
+        assert (p.authority_default, p.dependency_mode, p.restricted_keys) == (
+            "unverified",
+            "exclude",
+            False,
+        )
+
+    def test_recheck(self) -> None:
+        """recheck.toml: flag mode and restricted keys disclosed."""
+        p = load_policy(POLICIES / "recheck.toml")
+        assert (p.dependency_mode, p.restricted_keys, p.same_key) == ("flag", True, True)
+
+    def test_multivalue(self) -> None:
+        """multivalue.toml: same-key supersession off, everything else default."""
+        p = load_policy(POLICIES / "multivalue.toml")
+        assert p.same_key is False
+        assert p.authority_ladder == DEFAULT_POLICY.authority_ladder
+
+    def test_shipped_digests_are_distinct(self) -> None:
+        """Each shipped non-default policy has its own digest."""
+        digests = {
+            load_policy(POLICIES / f"{n}.toml").digest
+            for n in ("default", "strict", "recheck", "multivalue")
+        }
+        assert len(digests) == 4
+
+    def test_strict_unattributed_write_cannot_supersede(self) -> None:
+        """Under strict, an assert without authority is unverified and cannot supersede an attributed fact."""
+        strict = load_policy(POLICIES / "strict.toml")
+        res = run(A("F1", "k", "v1", authority="peer"), A("F2", "k", "v2"), policy=strict)
+        assert [a.fact for a in res.admitted] == ["F1"]
+        assert res.excluded_fact("F2").codes == ("outranked",)  # type: ignore[union-attr]
+        assert res.admitted[0].authority == "peer"
+
+
+class TestErrors:
+    def check(self, text: str, field: str | None, line: int | None) -> PolicyError:
+        with pytest.raises(PolicyError) as info:
+            parse_policy(text, source="p.toml")
+        assert info.value.field == field, str(info.value)
+        assert info.value.line == line, str(info.value)
+        assert info.value.source == "p.toml"
+        assert isinstance(info.value, ValueError)
+        return info.value
+
+    def test_unknown_table(self) -> None:
+        """An unknown table is refused, naming it and its line."""
+        self.check('\n[colour]\nshade = "red"\n', "colour", 2)
+
+    def test_unknown_top_level_key(self) -> None:
+        """A key outside any table is refused, naming it and its line."""
+        self.check('# policy\nshade = "red"\n', "shade", 2)
+
+    def test_unknown_key(self) -> None:
+        """An unknown key in a known table is refused as table.key."""
+        self.check('[authority]\ndefault = "peer"\nlevels = 3\n', "authority.levels", 3)
+
+    @pytest.mark.parametrize(
+        ("text", "field"),
+        [
+            ('[supersession]\nsame_key = "yes"\n', "supersession.same_key"),
+            ("[supersession]\nsame_key = 1\n", "supersession.same_key"),
+            ("[disclosure]\nrestricted_keys = 0\n", "disclosure.restricted_keys"),
+            ("[authority]\ndefault = true\n", "authority.default"),
+            ('[authority]\nladder = "peer"\n', "authority.ladder"),
+            ('[clearance]\nladder = ["public", 2]\n', "clearance.ladder"),
+        ],
+        ids=[
+            "string-for-bool",
+            "int-for-bool",
+            "int-for-bool-2",
+            "bool-for-string",
+            "string-for-list",
+            "int-in-ladder",
+        ],
+    )
+    def test_wrong_type(self, text: str, field: str) -> None:
+        """A value of the wrong TOML type is refused on its key and line."""
+        self.check(text, field, 2)
+
+    def test_authority_default_not_on_ladder(self) -> None:
+        """An authority default that is not on the authority ladder is refused."""
+        self.check(
+            '[authority]\nladder = ["low", "high"]\ndefault = "peer"\n', "authority.default", 3
+        )
+
+    def test_clearance_default_not_on_ladder(self) -> None:
+        """A clearance default that is not on the clearance ladder is refused."""
+        self.check('\n\n[clearance]\ndefault = "ultra"\n', "clearance.default", 4)
+
+    def test_duplicate_ladder_level(self) -> None:
+        """A ladder listing a level twice is refused."""
+        self.check('[authority]\nladder = ["a", "b", "a"]\ndefault = "a"\n', "authority.ladder", 2)
+
+    def test_empty_ladder(self) -> None:
+        """A ladder with no level is refused."""
+        self.check("[clearance]\nladder = []\n", "clearance.ladder", 2)
+
+    def test_unknown_dependency_mode(self) -> None:
+        """A dependency mode other than exclude or flag is refused."""
+        self.check('[dependencies]\nmode = "eager"\n', "dependencies.mode", 2)
+
+    def test_invalid_toml(self) -> None:
+        """TOML that does not parse is refused with its line."""
+        self.check('[authority]\ndefault = "peer\n', None, 2)
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        """A policy file that cannot be read is a PolicyError naming it."""
+        with pytest.raises(PolicyError) as info:
+            load_policy(tmp_path / "nope.toml")
+        assert info.value.source == str(tmp_path / "nope.toml")
+
+
+class TestInOutput:
+    def test_resolution_names_the_policy_digest(self) -> None:
+        """A resolution records the digest of the policy it was computed under."""
+        strict = load_policy(POLICIES / "strict.toml")
+        events = log(A("F1", "k", "v"))
+        assert resolve(events, actor(), AT).policy == DEFAULT_POLICY.digest
+        res = resolve(events, actor(policy=strict), AT, strict)
+        assert res.policy == strict.digest
+        assert json.loads(res.to_json())["policy"] == strict.digest
+
+    def test_custom_ladders_drive_resolution(self) -> None:
+        """Ranks come from the policy's ladder: a custom top level outranks its default."""
+        policy = parse_policy('[authority]\nladder = ["clerk", "chief"]\ndefault = "clerk"\n')
+        res = run(A("F1", "k", "v1", authority="chief"), A("F2", "k", "v2"), policy=policy)
+        assert [a.fact for a in res.admitted] == ["F1"]
+        assert res.admitted[0].authority == "chief"
+        assert res.excluded_fact("F2").codes == ("outranked",)  # type: ignore[union-attr]
