@@ -45,6 +45,31 @@ from .findings import Validation, Violation, validate
 from .resolver import resolve
 from .scoring import Rate, Score, score
 
+# The store pulls in sqlite-utils; load it only when asked for.
+_LAZY = {
+    "Store": "store",
+    "AppendResult": "store",
+    "VerifyReport": "verify",
+    "verify_file": "verify",
+    "verify_path": "verify",
+    "audit_record": "audit",
+    "write_audit": "audit",
+    "read_audit": "audit",
+    "replay": "audit",
+    "diff_records": "audit",
+    "ReplayResult": "audit",
+    "AuditDiff": "audit",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'gamma' has no attribute {name!r}")
+
+
 try:
     __version__ = version("gamma")
 except PackageNotFoundError:  # running from a source tree without installing
@@ -52,6 +77,18 @@ except PackageNotFoundError:  # running from a source tree without installing
 
 __all__ = [
     "__version__",
+    "Store",
+    "AppendResult",
+    "VerifyReport",
+    "verify_file",
+    "verify_path",
+    "audit_record",
+    "write_audit",
+    "read_audit",
+    "replay",
+    "diff_records",
+    "ReplayResult",
+    "AuditDiff",
     "resolve",
     "validate",
     "Validation",

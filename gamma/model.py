@@ -58,7 +58,8 @@ class _Envelope:
     actor: str
     tenant: str
     # the canonical JSON text, kept when parsed so hashing the log never re-serialises it
-    _canonical: str | None = attrs.field(default=None, eq=False, repr=False)
+    # (set once by the parser; not an init argument, so attrs.evolve never copies stale text)
+    _canonical: str | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -70,6 +70,13 @@ class Policy:
             "disclosure": {"restricted_keys": self.restricted_keys},
         }
 
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], *, source: str = "<policy>") -> Policy:
+        """The inverse of ``to_json()``, validated like a policy file."""
+        if not isinstance(obj, dict):
+            raise PolicyError("a policy must be an object", source=source)
+        return _from_data(obj, source=source, text="")
+
     def authority_rank(self, name: str | None) -> int:
         """Rank of an authority name (None: the default); names were validated at input."""
         return self._authority_rank[self.authority_default if name is None else name]
@@ -104,6 +111,11 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     except tomllib.TOMLDecodeError as exc:
         line = _toml_error_line(str(exc))
         raise PolicyError(f"invalid TOML: {exc}", source=source, line=line) from None
+    return _from_data(data, source=source, text=text)
+
+
+def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
+    """Validate a policy's tables (from TOML, or from ``Policy.to_json()``)."""
 
     def fail(message: str, table: str, key: str | None = None) -> PolicyError:
         field = f"{table}.{key}" if key else table

@@ -1,0 +1,117 @@
+"""``gamma conformance``: run the fixture suite against Γ, a built-in reader or a system."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..cases import SUITES, load_cases
+from ..conformance import Report, junit_xml, run
+from ..errors import InputError
+from ..logs import command
+from ..readers import READERS
+from ..scoring import Rate
+from . import exit_with
+from .options import dumps
+from .score import render_score
+
+
+@click.command("conformance")
+@click.argument("paths", nargs=-1, metavar="[PATH]...", type=click.Path())
+@click.option("--suite", type=click.Choice(SUITES), default=None, help="Run only this suite's cases.")
+@click.option("--junit", "junit", type=click.Path(dir_okay=False), default=None,
+              help="Also write JUnit XML here (one testcase per case, grouped by suite).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (sorted keys).")
+@click.option("--system", "system", metavar="CMD", default=None,
+              help="Test an external system: a command speaking the JSON-lines protocol.")
+@click.option("--reader", "reader", type=click.Choice(list(READERS)), default=None,
+              help="Test a built-in reader baseline instead of the reference resolver.")
+@click.option("--audit", is_flag=True, help="Also run the admissibility audit of the pairs; "
+              "a rejected pair fails the run.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+              show_default=True, metavar="SECONDS", help="Per-case reply timeout for --system.")
+def conformance_command(
+    paths: tuple[str, ...], suite: str | None, junit: str | None, as_json: bool,
+    system: str | None, reader: str | None, audit: bool, timeout: float,
+) -> None:
+    """Run conformance cases (default: fixtures/) and print per-case results and metrics.
+
+    Exit 0 when every case passes (and, with --audit, every pair is admissible), 1 when
+    a case fails or errs, 2 on bad input.
+    """
+    if system is not None and reader is not None:
+        raise click.UsageError("give --system or --reader, not both")
+    paths = paths or ("fixtures/",)
+    with command("conformance", paths=list(paths), suite=suite, reader=reader,
+                 system=system) as record:
+        cases = load_cases(paths, suite=suite)
+        if not cases:
+            raise InputError("no conformance cases found" + (f" in suite {suite!r}" if suite else ""),
+                             source=", ".join(paths))
+        report = run(cases, reader=reader, system=system, timeout=timeout, audit=audit)
+        if junit is not None:
+            _write(Path(junit), junit_xml(report))
+        click.echo(dumps(report.to_json()) if as_json else render(report))
+        record.update(kind=report.kind, ok=report.ok, **report.summary())
+    exit_with(report.exit_code)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write atomically, so a CI job never reads half a report."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=".junit-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write JUnit XML: {exc.strerror or exc}", source=str(path)) from None
+
+
+_TITLES = {"reference": "the reference resolver", "reader": "the reader", "external": "the system"}
+
+
+def render(report: Report) -> str:
+    """The report for people: one line per case (problems indented), then the metrics."""
+    title = _TITLES[report.kind] + ("" if report.kind == "reference" else f" {report.name}")
+    out = [f"gamma conformance: {title}, {len(report.results)} cases", ""]
+    for r in report.results:
+        note = " [in the trap's signature]" if r.in_signature and r.status == "fail" else ""
+        out.append(f"{r.status.upper():<5} {r.suite:<14} {r.id}{note}")
+        for problem in r.problems:
+            short = problem if len(problem) <= 300 else problem[:300] + " ... (--json has it all)"
+            out.append(f"        - {short}")
+    summary = report.summary()
+    out += ["", "SUMMARY " + ", ".join(f"{summary[k]} {k}" for k in summary),
+            f"  {'suite':<15} {'cases':>5} {'passed':>7} {'failed':>7} {'errors':>7} {'skipped':>8}"]
+    for suite, c in report.metrics["suites"].items():
+        out.append(f"  {suite:<15} {c['cases']:>5} {c['passed']:>7} {c['failed']:>7} "
+                   f"{c['errors']:>7} {c['skipped']:>8}")
+    out += ["", render_score({**report.metrics, "findings": []})]
+    if report.metrics["traps"]:
+        out += ["", "TRAPS  mode        accuracy"]
+        for mode, rate in report.metrics["traps"].items():
+            out.append(f"       {mode:<11} {Rate(rate['k'], rate['n'])}")
+    if "signature" in report.metrics:
+        s = report.metrics["signature"]
+        out.append(f"       failing a trap agrees with its signature: {Rate(s['k'], s['n'])}")
+    if report.audit is not None:
+        out += ["", *_audit_lines(report.audit.to_json())]
+    out += ["", "OK" if report.ok else "FAILED"]
+    return "\n".join(out)
+
+
+def _audit_lines(audit: dict[str, Any]) -> list[str]:
+    lines = [f"AUDIT  {len(audit['pairs'])} pairs: {audit['admitted']} admissible, "
+             f"{audit['rejected']} rejected; mean similarity {audit['mean_similarity']}, "
+             f"mean text similarity {audit['mean_text_similarity']}"]
+    for p in audit["pairs"]:
+        verdict = "ok      " if p["admissible"] else "REJECTED"
+        lines.append(f"  {verdict} {p['pair']:<40} {p['axis'] or '-':<20} similarity "
+                     f"{p['similarity']:.4f}  text {p['text_similarity']:.4f}  "
+                     f"variable {','.join(p['variable']) or '-'}")
+        lines += [f"           - {problem}" for problem in p["problems"]]
+    return lines

@@ -1,0 +1,209 @@
+"""``gamma init``, ``append``, ``export``, ``log`` and ``verify``: the store's commands.
+
+Errors are raised as gamma errors and mapped to exit statuses by ``gamma.cli``
+(input 2, tampered 1, busy 3); a failed verification prints its report first
+and then leaves with status 1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..canonical import canonical_json, parse_ts
+from ..errors import InputError
+from ..events import decode_lines
+from ..logs import command
+from ..store import Store, check_key
+from ..verify import check_head, verify_path
+from . import exit_with
+from .options import policy_option, read_policy
+
+__all__ = [
+    "append_command",
+    "export_command",
+    "init_command",
+    "log_command",
+    "read_key",
+    "verify_command",
+]
+
+KEY_ENV = "GAMMA_CHAIN_KEY"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def store_argument(func: F) -> F:
+    return click.argument("store", metavar="STORE", type=click.Path(dir_okay=False))(func)
+
+
+def key_option(func: F) -> F:
+    return click.option(
+        "--key-file",
+        "key_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help=f"File whose bytes (whitespace stripped, >= 16) key the HMAC chain; else ${KEY_ENV}.",
+    )(func)
+
+
+def read_key(path: str | None) -> bytes | None:
+    """The chain key from ``--key-file``, else from ``GAMMA_CHAIN_KEY``, else None."""
+    if path is not None:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read key file: {exc.strerror}", source=path) from None
+        source = path
+    else:
+        text = os.environ.get(KEY_ENV, "")
+        if not text.strip():
+            return None
+        raw, source = text.encode("utf-8"), KEY_ENV
+    try:
+        return check_key(raw)
+    except InputError as exc:
+        raise InputError(exc.message, source=source) from None
+
+
+def _read_ts(text: str | None, option: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_ts(text)
+    except ValueError as exc:
+        raise InputError(str(exc), source=option) from None
+
+
+def _write_lines(lines: Iterable[str]) -> int:
+    """Write lines as UTF-8 whatever the locale, so output bytes equal the stored bytes."""
+    count = 0
+    with click.open_file("-", "wb") as out:
+        for line in lines:
+            out.write(line.encode("utf-8") + b"\n")
+            count += 1
+        out.flush()
+    return count
+
+
+@click.command("init")
+@store_argument
+@policy_option
+@key_option
+def init_command(store: str, policy_path: str | None, key_file: str | None) -> None:
+    """Create an empty store.
+
+    STORE must be a new or empty file. The store records its policy (--policy,
+    else the default) and whether it keeps a keyed chain (a key is given).
+    """
+    with command("init", store=store) as record:
+        policy = read_policy(policy_path)
+        key = read_key(key_file)
+        with Store.init(store, policy=policy, key=key) as created:
+            result = {"head": created.head(), "keyed": created.keyed, "policy": policy.digest}
+        click.echo(canonical_json(result))
+        record.update(keyed=key is not None, policy=policy.digest)
+
+
+@click.command("append")
+@store_argument
+@click.argument("file", metavar="FILE|-", type=click.Path(dir_okay=False, allow_dash=True))
+@key_option
+def append_command(store: str, file: str, key_file: str | None) -> None:
+    """Append a JSONL batch to a store, all or none.
+
+    FILE is a JSONL file, or - for stdin. Events may omit ts (the store stamps
+    them); events already stored are skipped. Prints {"appended", "events",
+    "head"}. Exits 2 on any input error (nothing stored), 3 when another
+    writer holds the lock past the busy timeout.
+    """
+    with command("append", store=store, file=file) as record:
+        key = read_key(key_file)
+        source = "<stdin>" if file == "-" else file
+        try:
+            with click.open_file(file, "rb") as stream:
+                raw = stream.read()
+        except OSError as exc:
+            raise InputError(f"cannot read events: {exc.strerror}", source=source) from None
+        lines = decode_lines(raw, source=source)
+        with Store.open(store, key=key) as opened:
+            result = opened.append(lines, source=source)
+        click.echo(canonical_json(result.to_json()))
+        record.update(appended=result.appended, events=result.events, head=result.head)
+
+
+@click.command("export")
+@store_argument
+def export_command(store: str) -> None:
+    """Print a store's events as canonical JSONL.
+
+    The way to move a log: the output verifies with the store's head.
+    """
+    with command("export", store=store) as record, Store.open(store) as opened:
+        record.update(events=_write_lines(opened.export()), head=opened.head())
+
+
+@click.command("log")
+@store_argument
+@click.option("--tenant", default=None, help="Only this tenant's events.")
+@click.option("--since", default=None, metavar="TS", help="Only events with ts >= TS.")
+@click.option("--until", default=None, metavar="TS", help="Only events with ts <= TS.")
+def log_command(store: str, tenant: str | None, since: str | None, until: str | None) -> None:
+    """Print a slice of a store as canonical JSONL.
+
+    Filter by tenant and by ts (--since and --until are both inclusive).
+    """
+    with command("log", store=store, tenant=tenant, since=since, until=until) as record:
+        since_ts, until_ts = _read_ts(since, "--since"), _read_ts(until, "--until")
+        with Store.open(store) as opened:
+            lines = opened.slice(tenant=tenant, since=since_ts, until=until_ts)
+            record.update(events=_write_lines(lines))
+
+
+@click.command("verify")
+@click.argument("log", metavar="STORE|LOG", type=click.Path(dir_okay=False))
+@click.option("--expect-head", default=None, metavar="H", help="The head must equal H.")
+@click.option(
+    "--expect-prefix",
+    default=None,
+    metavar="H",
+    help="H must be the head after some event (a log that has grown since).",
+)
+@key_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def verify_command(
+    log: str,
+    expect_head: str | None,
+    expect_prefix: str | None,
+    key_file: str | None,
+    as_json: bool,
+) -> None:
+    """Check the hash chain of a store or a JSONL log.
+
+    Exits 0 and prints the head when intact, 1 when tampered (naming the first
+    bad position and event), 2 when unreadable. Without a key, a rewrite that
+    recomputed the chain is caught only by --expect-head / --expect-prefix.
+    """
+    with command("verify", log=log) as record:
+        report = verify_path(
+            log,
+            key=read_key(key_file),
+            expect_head=check_head(expect_head, option="--expect-head"),
+            expect_prefix=check_head(expect_prefix, option="--expect-prefix"),
+        )
+        record.update(ok=report.ok, events=report.events, head=report.head, kind=report.kind)
+        if as_json:
+            click.echo(canonical_json(report.to_json()))
+        elif report.ok:
+            click.echo(report.head)
+        else:
+            click.echo(f"tampered: {report.detail}", err=True)
+        if report.note and not as_json:
+            click.echo(f"note: {report.note}", err=True)
+    if not report.ok:
+        exit_with(1)

@@ -1,0 +1,322 @@
+"""Tamper evidence: each kind of tampering, done with sqlite3 after dropping the triggers."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import A, R, stamp
+
+from gamma.chain import GENESIS_HEX, head_of, step
+from gamma.errors import InputError, JSONSyntaxError
+from gamma.events import canonical_event, parse_events
+from gamma.migrations import ts_micros
+from gamma.store import Store
+from gamma.verify import check_head, verify_file, verify_path
+
+KEY = b"an auditor's secret key, 32 b.."
+
+
+def six() -> list[str]:
+    events = [A(f"F{n}", f"k{n}", f"v{n}") for n in range(1, 6)] + [R("F1")]
+    return [json.dumps(e) for e in stamp(events)]
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    target = tmp_path / "log.db"
+    with Store.init(target) as store:
+        store.append(six())
+    return target
+
+
+@pytest.fixture
+def keyed_path(tmp_path: Path) -> Path:
+    target = tmp_path / "keyed.db"
+    with Store.init(target, key=KEY) as store:
+        store.append(six())
+    return target
+
+
+@contextmanager
+def tamper(path: Path) -> Iterator[sqlite3.Connection]:
+    """A raw connection with every trigger dropped, committed on exit (the attacker)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("BEGIN")
+    yield conn
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def row(conn: sqlite3.Connection, position: int) -> dict[str, Any]:
+    cursor = conn.execute("SELECT * FROM events WHERE position = ?", [position])
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, cursor.fetchone()))
+
+
+def shift_from(conn: sqlite3.Connection, position: int, by: int) -> None:
+    conn.execute("UPDATE events SET position = -position WHERE position >= ?", [position])
+    conn.execute("UPDATE events SET position = -position + ? WHERE position < 0", [by])
+
+
+def forged(prev: str, position: int, *, linked: bool = True) -> dict[str, Any]:
+    """A well-formed row an attacker slips in (its lookup columns agree with its body)."""
+    event = parse_events([json.dumps(stamp([A("FX", "kx", "forged")])[0] | {"id": "forged"})])[0]
+    body = canonical_event(event)
+    head = step(bytes.fromhex(prev), body).hex() if linked else "ab" * 32
+    return {
+        "position": position,
+        "id": "forged",
+        "type": "assert",
+        "tenant": "acme",
+        "ts_us": ts_micros(event.ts),
+        "fact": "FX",
+        "key": "kx",
+        "experience": None,
+        "body": body,
+        "prev_head": prev if linked else "cd" * 32,
+        "head": head,
+        "keyed_head": None,
+    }
+
+
+def insert(conn: sqlite3.Connection, values: dict[str, Any]) -> None:
+    marks = ", ".join(f":{k}" for k in values)
+    conn.execute(f"INSERT INTO events ({', '.join(values)}) VALUES ({marks})", values)
+
+
+def verify(path: Path, **kw: Any) -> Any:
+    with Store.open(path) as store:
+        return store.verify(**kw)
+
+
+class TestIntact:
+    def test_intact_store_reports_its_head(self, path: Path) -> None:
+        """An untouched store verifies, and its head is the chain over its bodies."""
+        report = verify(path)
+        with Store.open(path) as store:
+            assert report.ok and report.events == 6
+            assert report.head == store.head() == head_of(store.export())
+
+    def test_empty_store(self, tmp_path: Path) -> None:
+        Store.init(tmp_path / "e.db").close()
+        report = verify(tmp_path / "e.db", key=KEY)
+        assert report.ok and report.head == GENESIS_HEX
+
+
+class TestTampering:
+    def test_edited_body(self, path: Path) -> None:
+        """A body that no longer hashes to its head is an edit at that position."""
+        with tamper(path) as conn:
+            conn.execute("UPDATE events SET body = replace(body, 'v3', 'v9') WHERE position = 3")
+        report = verify(path)
+        assert (report.ok, report.kind, report.position, report.event) == (False, "edited", 3, "e3")
+        assert "position 3 (event e3)" in report.message
+
+    def test_edited_body_with_its_head_recomputed(self, path: Path) -> None:
+        """Recomputing only the edited row's head breaks the next link; both are named."""
+        with tamper(path) as conn:
+            old = row(conn, 3)
+            body = old["body"].replace("v3", "v9")
+            conn.execute(
+                "UPDATE events SET body = ?, head = ? WHERE position = 3",
+                [body, step(bytes.fromhex(old["prev_head"]), body).hex()],
+            )
+        report = verify(path)
+        assert (report.kind, report.position, report.event) == ("deleted", 4, "e4")
+        assert "position 3 (event e3) was rewritten" in report.detail
+
+    def test_edited_lookup_column(self, path: Path) -> None:
+        """The lookup columns must agree with the body they were derived from."""
+        with tamper(path) as conn:
+            conn.execute("UPDATE events SET tenant = 'globex' WHERE position = 2")
+        report = verify(path)
+        assert (report.kind, report.position, report.event) == ("edited", 2, "e2")
+        assert "tenant" in report.detail
+
+    def test_deleted_row_leaving_a_gap(self, path: Path) -> None:
+        """A deletion names the position and the event after the gap."""
+        with tamper(path) as conn:
+            conn.execute("DELETE FROM events WHERE position = 3")
+        report = verify(path)
+        assert (report.kind, report.position, report.event) == ("deleted", 4, "e4")
+        assert "after position 2" in report.detail
+
+    def test_deleted_row_renumbered(self, path: Path) -> None:
+        """Closing the gap by renumbering does not hide the deletion."""
+        with tamper(path) as conn:
+            conn.execute("DELETE FROM events WHERE position = 3")
+            shift_from(conn, 4, -1)
+        report = verify(path)
+        assert (report.kind, report.position, report.event) == ("deleted", 3, "e4")
+
+    def test_deleted_first_row(self, path: Path) -> None:
+        with tamper(path) as conn:
+            conn.execute("DELETE FROM events WHERE position = 1")
+        report = verify(path)
+        assert (report.kind, report.position, report.event) == ("deleted", 2, "e2")
+        assert "start of the log" in report.detail
+
+    @pytest.mark.parametrize("linked", [True, False], ids=["linked", "unlinked"])
+    def test_inserted_row(self, path: Path, linked: bool) -> None:
+        """A row slipped in (linked to its predecessor or not) is named as inserted."""
+        with tamper(path) as conn:
+            prev = row(conn, 2)["head"]
+            shift_from(conn, 3, 1)
+            insert(conn, forged(prev, 3, linked=linked))
+        report = verify(path)
+        assert (report.kind, report.position, report.event) == ("inserted", 3, "forged")
+
+    def test_inserted_before_the_first_row(self, path: Path) -> None:
+        with tamper(path) as conn:
+            shift_from(conn, 1, 1)
+            insert(conn, forged(GENESIS_HEX, 1))
+        report = verify(path)
+        assert (report.kind, report.position, report.event) == ("inserted", 1, "forged")
+
+    def test_reordered_rows(self, path: Path) -> None:
+        """Swapping two rows names the first one out of order."""
+        with tamper(path) as conn:
+            conn.execute("UPDATE events SET position = -1 WHERE position = 3")
+            conn.execute("UPDATE events SET position = 3 WHERE position = 4")
+            conn.execute("UPDATE events SET position = 4 WHERE position = -1")
+        report = verify(path)
+        assert (report.kind, report.position, report.event) == ("reordered", 3, "e4")
+
+    def test_truncation_needs_a_recorded_head(self, path: Path) -> None:
+        """Truncation leaves a valid chain: only --expect-head (recorded elsewhere) catches it."""
+        recorded = verify(path).head
+        with tamper(path) as conn:
+            conn.execute("DELETE FROM events WHERE position > 4")
+        assert verify(path).ok
+        report = verify(path, expect_head=recorded)
+        assert (report.ok, report.kind) == (False, "truncated_or_rewritten")
+        assert recorded in report.detail
+        assert not verify(path, expect_prefix=recorded).ok
+
+    def test_growth_is_not_an_expected_head_but_is_a_prefix(self, path: Path) -> None:
+        """A log that has grown fails --expect-head (naming where the head is) and passes --expect-prefix."""
+        recorded = verify(path).head
+        with Store.open(path) as store:
+            store.append([json.dumps(stamp([A("F1", "k1", "v1")] * 7)[6] | {"fact": "F7"})])
+        report = verify(path, expect_head=recorded)
+        assert (report.ok, report.kind, report.position, report.event) == (False, "grown", 6, "e6")
+        assert verify(path, expect_prefix=recorded).ok
+        assert verify(path, expect_prefix=GENESIS_HEX).ok
+
+
+class TestKeyedChain:
+    def test_rewrite_with_the_plain_chain_recomputed(self, keyed_path: Path) -> None:
+        """Whoever lacks the key can fix the plain chain but not the keyed one."""
+        with tamper(keyed_path) as conn:
+            prev = bytes.fromhex(row(conn, 2)["head"])
+            for position in range(3, 7):
+                old = row(conn, position)
+                body = old["body"].replace('"v3"', '"v9"')
+                head = step(prev, body)
+                conn.execute(
+                    "UPDATE events SET body = ?, prev_head = ?, head = ? WHERE position = ?",
+                    [body, prev.hex(), head.hex(), position],
+                )
+                prev = head
+        plain = verify(keyed_path)
+        assert plain.ok and plain.note and "keyed" in plain.note
+        report = verify(keyed_path, key=KEY)
+        assert (report.ok, report.kind, report.position, report.event) == (
+            False,
+            "keyed_mismatch",
+            3,
+            "e3",
+        )
+
+    def test_keyed_chain_removed(self, keyed_path: Path) -> None:
+        """A store stripped of its keyed chain (and its claim) fails when the auditor brings the key."""
+        with tamper(keyed_path) as conn:
+            conn.execute("UPDATE events SET keyed_head = NULL")
+            conn.execute("UPDATE store_meta SET value = 'false' WHERE name = 'keyed'")
+        report = verify(keyed_path, key=KEY)
+        assert (report.ok, report.kind, report.position) == (False, "not_keyed", 1)
+
+    def test_wrong_key_and_unkeyed_store(self, keyed_path: Path, path: Path) -> None:
+        """A different key fails at the first event; a key on an unkeyed store fails too."""
+        assert verify(keyed_path, key=KEY).ok
+        wrong = verify(keyed_path, key=b"x" * 16)
+        assert (wrong.kind, wrong.position) == ("keyed_mismatch", 1)
+        assert verify(path, key=KEY).kind == "not_keyed"
+
+    def test_keyed_head_of_the_export_matches(self, keyed_path: Path, tmp_path: Path) -> None:
+        """An exported keyed log has the same plain and keyed heads as its store."""
+        exported = tmp_path / "out.jsonl"
+        with Store.open(keyed_path) as store:
+            exported.write_text("".join(line + "\n" for line in store.export()), encoding="utf-8")
+        from_store, from_file = verify(keyed_path, key=KEY), verify_file(exported, key=KEY)
+        assert (from_file.head, from_file.keyed_head) == (from_store.head, from_store.keyed_head)
+        assert from_file.keyed_head == head_of(six_canonical(), key=KEY)
+
+
+def six_canonical() -> list[str]:
+    return [canonical_event(e) for e in parse_events(six())]
+
+
+class TestFiles:
+    def test_file_head_is_the_canonical_chain(self, tmp_path: Path, path: Path) -> None:
+        """A JSONL file (canonical or not) has the head of its canonical events."""
+        raw = tmp_path / "raw.jsonl"
+        raw.write_text("\n".join(six()) + "\n\n", encoding="utf-8")
+        report = verify_file(raw)
+        assert report.ok and report.events == 6 and report.head == verify(path).head
+        assert verify_path(raw, expect_head=report.head).ok
+        assert verify_path(path, expect_head=report.head).ok
+
+    def test_truncated_and_grown_files(self, tmp_path: Path) -> None:
+        full = tmp_path / "full.jsonl"
+        full.write_text("\n".join(six()), encoding="utf-8")
+        short = tmp_path / "short.jsonl"
+        short.write_text("\n".join(six()[:4]), encoding="utf-8")
+        full_head, short_head = verify_file(full).head, verify_file(short).head
+        truncated = verify_file(short, expect_head=full_head)
+        assert (truncated.ok, truncated.kind) == (False, "truncated_or_rewritten")
+        grown = verify_file(full, expect_head=short_head)
+        assert (grown.ok, grown.kind, grown.position, grown.event) == (False, "grown", 4, "e4")
+        assert verify_file(full, expect_prefix=short_head).ok
+        assert not verify_file(short, expect_prefix=full_head).ok
+
+    def test_edited_file_does_not_match(self, tmp_path: Path) -> None:
+        log = tmp_path / "log.jsonl"
+        log.write_text("\n".join(six()), encoding="utf-8")
+        recorded = verify_file(log).head
+        log.write_text("\n".join(six()).replace('"v3"', '"v9"'), encoding="utf-8")
+        assert verify_file(log, expect_head=recorded).kind == "truncated_or_rewritten"
+
+    def test_no_policy_needed(self, tmp_path: Path) -> None:
+        """Authority names off the default ladder do not stop verification."""
+        log = tmp_path / "log.jsonl"
+        log.write_text(
+            json.dumps(stamp([A("F1", "k", "v", authority="archon")])[0]), encoding="utf-8"
+        )
+        assert verify_file(log).ok
+
+    def test_unreadable_files_are_input_errors(self, tmp_path: Path) -> None:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(six()[0] + "\n{oops\n", encoding="utf-8")
+        with pytest.raises(InputError) as info:
+            verify_file(bad)
+        assert info.value.line == 2
+        bad.write_bytes(six()[0].encode() + b"\n\n" + six()[1].encode().replace(b"v2", b"\xff\xfe"))
+        with pytest.raises(JSONSyntaxError, match="UTF-8") as utf8:
+            verify_file(bad)
+        assert utf8.value.line == 3
+        with pytest.raises(InputError, match="no such file"):
+            verify_path(tmp_path / "missing.jsonl")
+
+    def test_heads_on_the_command_line_are_checked(self) -> None:
+        assert check_head("AB" * 32, option="--expect-head") == "ab" * 32
+        with pytest.raises(InputError, match="64 hex"):
+            check_head("abc", option="--expect-head")
