@@ -499,9 +499,7 @@ def parse_case(
     if suite != "imported" and not probe:
         raise ctx.fail(ValueTypeError, "name at least one probe key", "probe")
     pool = None
-    if suite == "imported" and isinstance(obj.get("pool"), dict) and "gold" not in obj["pool"]:
-        pass  # an imported timeline that names nothing to mention has nothing to grade
-    elif "pool" in obj:
+    if "pool" in obj:
         try:
             pool = Pool.from_json(obj["pool"])
         except (TypeError, ValueError) as exc:

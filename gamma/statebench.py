@@ -694,7 +694,7 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         case["probe"] = probe
     case["expect"] = expect
     pool = _pool(build, outcome, gold, drift)
-    if pool:
+    if pool and pool.get("gold"):  # without a gold answer there is nothing to grade
         case["pool"] = pool
     if track.startswith("cf_"):
         _pair_fields(build, case, track[3:], timeline_id)

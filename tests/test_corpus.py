@@ -392,13 +392,11 @@ class TestLoading:
         (case,) = load_cases(write_case(tmp_path / "b.json", {**body, "suite": "imported"}))
         assert case.pool is None
 
-    def test_imported_pool_without_gold(self, tmp_path: Path) -> None:
-        """An imported case whose pool names no gold is read as having no pool."""
+    def test_pool_without_gold_is_refused(self, tmp_path: Path) -> None:
+        """A pool that names no gold answer cannot grade anything, in every suite."""
         body = {**GOOD, "suite": "imported", "pool": {"drift": ["20%"]}}
-        (case,) = load_cases(write_case(tmp_path / "a.json", body))
-        assert case.pool is None
         with pytest.raises(ValueTypeError):
-            load_cases(write_case(tmp_path / "b.json", {**body, "suite": "adversarial", "id": "t2"}))
+            load_cases(write_case(tmp_path / "a.json", body))
 
     def test_duplicate_case_ids(self, tmp_path: Path) -> None:
         """Case ids are unique across everything loaded."""
