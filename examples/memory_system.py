@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from datetime import datetime
 from typing import Any
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -55,8 +56,9 @@ def naive(case: dict[str, Any]) -> dict[str, Any]:
     """Last value per key, the key chosen by word overlap with the question; no governance."""
     memory: dict[str, Any] = {}
     experiences = False
+    at = datetime.fromisoformat(case["at"])
     for event in case["events"]:
-        if event["ts"] > case["at"]:  # same format on both sides (UTC, Z), so strings compare
+        if datetime.fromisoformat(event["ts"]) > at:  # it heard only what was said by then
             break
         if event["type"] == "assert":
             memory[event["key"]] = event["value"]
@@ -86,7 +88,7 @@ def main(argv: list[str]) -> int:
         case = json.loads(line)
         try:
             reply = answer(case, mode)
-        except Exception as exc:  # say so for this case, and keep serving the others
+        except Exception as exc:  # noqa: BLE001 - say so for this case, keep serving the rest
             reply = {"id": case.get("id"), "error": f"{type(exc).__name__}: {exc}"}
         sys.stdout.write(json.dumps(reply, ensure_ascii=False) + "\n")
         sys.stdout.flush()

@@ -12,7 +12,6 @@ exactly when a case passes.
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, SimpleNamespace
@@ -25,15 +24,15 @@ from .canonical import format_ts
 from .cases import MODES, Case
 from .errors import InputError
 from .external import ExternalSystem, Reply
-from .findings import Violation
+from .findings import Violation, parse_stated
 from .grading import Pool, mentions
 from .model import Assert, Experience
 from .readers import READERS, REFUSAL, value_text
 from .resolution import Resolution
 from .scoring import Rate, score
 
-__all__ = ["STATUSES", "FAILING_FINDINGS", "Said", "CaseResult", "Report", "run", "judge",
-           "metrics", "junit_xml"]
+__all__ = ["FAILING_FINDINGS", "STATUSES", "CaseResult", "Report", "Said", "external_said",
+           "judge", "metrics", "quote", "reader_said", "reference_said", "run"]
 
 STATUSES: tuple[str, ...] = ("pass", "fail", "error", "skip")
 #: Findings that fail an external system's case (``unsupported`` is reported, not failed:
@@ -98,6 +97,10 @@ class CaseResult:
         return body
 
 
+def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
 @attrs.frozen(kw_only=True)
 class Report:
     """A whole run: which system, each case's result, the metrics and the optional audit."""
@@ -105,7 +108,7 @@ class Report:
     kind: str
     name: str
     results: tuple[CaseResult, ...]
-    metrics: Mapping[str, Any] = attrs.field(converter=MappingProxyType, hash=False)
+    metrics: Mapping[str, Any] = attrs.field(converter=_frozen, hash=False)
     audit: AdmissibilityReport | None = None
 
     def count(self, status: str) -> int:
@@ -281,8 +284,8 @@ def judge(case: Case, said: Said, *, kind: str, reader: str | None = None) -> Ca
         decided = True
         if result.grade != "gold":
             assert case.pool is not None
-            problems.append(f"answer {_quote(result.answer)} grades {result.grade}, "
-                            f"expected gold {list(case.pool.gold)}")
+            gold = json.dumps(list(case.pool.gold), ensure_ascii=False)
+            problems.append(f"answer {quote(result.answer)} grades {result.grade}, expected gold {gold}")
     if kind == "external" and said.response is not None:
         decided = True
         failing = FAILING_FINDINGS if not said.derived else ("bypass",)
@@ -304,7 +307,8 @@ def _expected_verdict(case: Case) -> str | None:
     return case.verdict or case.expect.experiences.get(_case_experience(case) or "")
 
 
-def _quote(text: str | None) -> str:
+def quote(text: str | None) -> str:
+    """An answer for a message: JSON-quoted (so control characters show), cut at 200."""
     return json.dumps(text if text is None or len(text) <= 200 else text[:200] + "...",
                       ensure_ascii=False)
 
@@ -326,7 +330,10 @@ def _score(case: Case, said: Said, graded: bool) -> dict[str, Any]:
                         ("expected", expected)):
         if value is not None:
             line[name] = value
-    if experience is not None and (expected is not None or said.verdict is not None):
+    if experience is not None and (expected is not None or said.verdict is not None) and any(
+        isinstance(e, Experience) and e.experience == experience
+        and e.tenant == case.actor.tenant and e.ts <= case.at for e in case.events()
+    ):  # a verdict is checked against Γ's for the case's experience, when the actor has it
         line["experience"] = experience
     if graded and case.pool is not None:
         line["pool"] = {"gold": list(case.pool.gold), "drift": list(case.pool.drift),
@@ -341,7 +348,7 @@ def _score(case: Case, said: Said, graded: bool) -> dict[str, Any]:
     return {
         "answer": said.response,
         "grade": next((g for g, n in data["pool"].items() if g != "n" and n), None),
-        "verdict": said.verdict,
+        "verdict": parse_stated(said.response, verdict=said.verdict).verdict,  # or a VERDICT: line
         "leaked": bool(data["gbr"]["k"]),
         "chance_to_leak": bool(data["gbr"]["conditional"]["n"]),
         "leak_codes": tuple(sorted(data["gbr"]["by_reason"])),
@@ -477,42 +484,3 @@ def _factorial(results: Sequence[CaseResult]) -> dict[str, Any]:
         "detail_carryover": Rate(sum(r.carryover for r in adapts), len(adapts)).to_dict(),
         "always_refuse_accuracy": Rate(len(rejects), len(rows)).to_dict(),
     }
-
-
-# -- JUnit XML -------------------------------------------------------------------------------
-
-
-def _xml_text(text: str) -> str:
-    """``text`` with the characters XML 1.0 cannot carry written as escapes."""
-    return "".join(
-        ch if ch in "\t\n\r" or (" " <= ch <= "\ud7ff") or ("\ue000" <= ch <= "\ufffd")
-        or ch > "\uffff" else f"\\u{ord(ch):04x}"
-        for ch in text
-    )
-
-
-def junit_xml(report: Report) -> str:
-    """JUnit XML: one ``testsuite`` per case suite, one ``testcase`` per case."""
-    root = ET.Element("testsuites", name="gamma conformance")
-    grouped: dict[str, list[CaseResult]] = defaultdict(list)
-    for r in report.results:
-        grouped[r.suite].append(r)
-    for attr, status in (("tests", None), ("failures", "fail"), ("errors", "error"), ("skipped", "skip")):
-        root.set(attr, str(sum(status is None or r.status == status for r in report.results)))
-    for suite, rows in sorted(grouped.items()):
-        node = ET.SubElement(root, "testsuite", name=suite)
-        for attr, status in (("tests", None), ("failures", "fail"), ("errors", "error"), ("skipped", "skip")):
-            node.set(attr, str(sum(status is None or r.status == status for r in rows)))
-        for r in rows:
-            case = ET.SubElement(node, "testcase", name=_xml_text(r.id),
-                                 classname=f"gamma.conformance.{suite}", file=_xml_text(r.where))
-            detail = "\n".join(r.problems + ((f"answer: {_quote(r.answer)}",) if r.scored else ()))
-            if r.status in ("fail", "error"):
-                tag = "failure" if r.status == "fail" else "error"
-                child = ET.SubElement(case, tag, message=_xml_text(r.problems[0][:500]),
-                                      type="mismatch" if tag == "failure" else "system")
-                child.text = _xml_text(detail)
-            elif r.status == "skip":
-                ET.SubElement(case, "skipped", message="nothing to check for this system")
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -10,6 +10,7 @@ one bad answer cannot shift every later one.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -20,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import IO, Any
+from typing import IO, Any, Self, cast
 
 import attrs
 
@@ -28,7 +29,8 @@ from .cases import VERDICTS, Case
 from .errors import InputError
 from .resolution import REASON_CODES
 
-__all__ = ["MAX_LINE", "REQUEST_FIELDS", "Reply", "Exchange", "ExternalSystem", "request_for", "parse_reply"]
+__all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", "parse_reply",
+           "request_for"]
 
 #: The longest reply line read (bytes); a longer one is garbage, not a memory exhaustion.
 MAX_LINE = 16 * 1024 * 1024
@@ -156,7 +158,7 @@ class _Process:
     """
 
     def __init__(self, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str] | None) -> None:
-        self.proc = subprocess.Popen(  # noqa: S603 - the user names the command to test
+        self.proc = subprocess.Popen(  # the user names the command to test
             list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=cwd, env=dict(env) if env is not None else None, start_new_session=True,
         )
@@ -198,7 +200,7 @@ class _Process:
 
     def _drain(self, pipe: IO[bytes]) -> None:
         try:
-            while chunk := pipe.read1(65536):
+            while chunk := cast(io.BufferedReader, pipe).read1(65536):
                 with self._lock:
                     self._stderr += chunk
                     del self._stderr[:-_STDERR_TAIL]
@@ -206,28 +208,32 @@ class _Process:
             pass
 
     def stderr_tail(self) -> str:
+        """The end of what the system wrote on stderr (after it ended, all of it)."""
+        if self.proc.poll() is not None:
+            self._threads[2].join(timeout=1.0)
         with self._lock:
             tail = bytes(self._stderr).decode("utf-8", "replace").strip()
         clean = _short(tail, len(tail) * 10)  # escaped; then keep its end, where errors are
         return f"; stderr: {'...' if len(clean) > 300 else ''}{clean[-300:]}" if tail else ""
 
-    def stop(self, *, grace: float = 0.0) -> int | None:
-        """Close stdin, give the system ``grace`` seconds to exit, then kill its process group."""
+    def stop(self, *, grace: float = 0.0) -> None:
+        """Close stdin, give the system ``grace`` seconds to exit, then kill its process group
+        (what is left of it after a clean exit too: helpers holding the pipes)."""
         self.outbox.put(None)
-        try:
-            return self.proc.wait(timeout=grace) if grace else self._kill()
-        except subprocess.TimeoutExpired:
-            return self._kill()
-        finally:
-            self._close()
-
-    def _kill(self) -> int:
-        if self.proc.poll() is None:
+        if grace:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # the group we started, nothing else
-            except (ProcessLookupError, PermissionError):
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the group we started, nothing else
+        except ProcessLookupError:
+            pass  # the group is gone already
+        except PermissionError:
+            if self.proc.poll() is None:
                 self.proc.kill()
-        return self.proc.wait()
+        self.proc.wait()
+        self._close()
 
     def _close(self) -> None:
         for thread in self._threads:
@@ -279,7 +285,7 @@ class ExternalSystem:
         self.starts += 1
         return self._process
 
-    def __enter__(self) -> ExternalSystem:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

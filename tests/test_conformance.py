@@ -16,7 +16,8 @@ import pytest
 
 import gamma.resolver as resolver_module
 from gamma.cases import Case, load_cases
-from gamma.conformance import CaseResult, Report, external_said, judge, junit_xml, metrics, run
+from gamma.cli.conformance import junit_xml
+from gamma.conformance import CaseResult, Report, external_said, judge, metrics, run
 from gamma.external import Exchange, Reply
 from gamma.model import Retract
 
@@ -126,7 +127,7 @@ class TestJudging:
         case = edited(tmp_path, POSITIVE, swap)
         result = judge(case, _ref(case), kind="reference")
         assert result.status == "fail" and result.grade == "drift"
-        assert result.problems == ('answer "$135,000" grades drift, expected gold [\'$120,000\']',)
+        assert result.problems == ('answer "$135,000" grades drift, expected gold ["$120,000"]',)
 
     def test_imported_pool_is_informational(self, tmp_path: Path) -> None:
         """An imported case's pool (prose ground truth) is graded but decides nothing."""
@@ -200,6 +201,8 @@ class TestExternalReplies:
         fake = _Fake(response="There is no current value.\nVERDICT: REJECT")
         result = judge(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
         assert result.status == "pass", result.problems
+        assert result.verdict == "REJECT"  # stated by a VERDICT: line
+        assert metrics([result])["factorial"]["accuracy"]["k"] == 1
 
 
 class TestMetrics:

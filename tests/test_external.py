@@ -150,6 +150,21 @@ class TestMisbehaving:
         assert statuses(report.results) == ["error"]
         assert time.monotonic() - started < 10
 
+    def test_helpers_left_behind_are_killed(self, tmp_path: Path) -> None:
+        """A helper holding the system's pipes after it exits does not keep gamma waiting."""
+        pid_file = tmp_path / "helper.pid"
+        command = script(tmp_path, textwrap.dedent(f"""
+            import subprocess
+            helper = subprocess.Popen(["sleep", "60"])
+            pathlib.Path({str(pid_file)!r}).write_text(str(helper.pid))
+        """) + loop("good(case)"))
+        started = time.monotonic()
+        report = run(CASES[:2], system=command, timeout=5)
+        assert "error" not in statuses(report.results)
+        assert time.monotonic() - started < 10
+        helper = int(pid_file.read_text())
+        assert not Path(f"/proc/{helper}").exists() or "Z" in Path(f"/proc/{helper}/stat").read_text().split()[2]
+
     def test_system_that_never_reads_stdin(self, tmp_path: Path) -> None:
         """A request larger than a pipe buffer to a system that never reads cannot block gamma."""
         command = script(tmp_path, "time.sleep(60)\n")

@@ -1,16 +1,23 @@
-"""``gamma conformance``: run the fixture suite against Γ, a built-in reader or a system."""
+"""``gamma conformance``: run the fixture suite against Γ, a built-in reader or a system.
+
+The runner (``gamma.conformance``) is pure; this module adds its two report formats,
+text for people and JUnit XML for CI, and the exit status.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ..cases import SUITES, load_cases
-from ..conformance import Report, junit_xml, run
+from ..conformance import CaseResult, Report, quote, run
 from ..errors import InputError
 from ..logs import command
 from ..readers import READERS
@@ -105,9 +112,10 @@ def render(report: Report) -> str:
 
 
 def _audit_lines(audit: dict[str, Any]) -> list[str]:
-    lines = [f"AUDIT  {len(audit['pairs'])} pairs: {audit['admitted']} admissible, "
-             f"{audit['rejected']} rejected; mean similarity {audit['mean_similarity']}, "
-             f"mean text similarity {audit['mean_text_similarity']}"]
+    head = (f"AUDIT  {len(audit['pairs'])} pairs: {audit['admitted']} admissible, "
+            f"{audit['rejected']} rejected; mean similarity {audit['mean_similarity']}, "
+            f"mean text similarity {audit['mean_text_similarity']}")
+    lines = [head]
     for p in audit["pairs"]:
         verdict = "ok      " if p["admissible"] else "REJECTED"
         lines.append(f"  {verdict} {p['pair']:<40} {p['axis'] or '-':<20} similarity "
@@ -115,3 +123,46 @@ def _audit_lines(audit: dict[str, Any]) -> list[str]:
                      f"variable {','.join(p['variable']) or '-'}")
         lines += [f"           - {problem}" for problem in p["problems"]]
     return lines
+
+
+# -- JUnit XML -------------------------------------------------------------------------------
+
+
+def _xml_text(text: str) -> str:
+    """``text`` with the characters XML 1.0 cannot carry written as escapes."""
+    return "".join(
+        ch if ch in "\t\n\r" or (" " <= ch <= "\ud7ff") or ("\ue000" <= ch <= "\ufffd")
+        or ch > "\uffff" else f"\\u{ord(ch):04x}"
+        for ch in text
+    )
+
+
+def _count(node: ET.Element, rows: Sequence[CaseResult]) -> None:
+    node.set("tests", str(len(rows)))
+    for attr, status in (("failures", "fail"), ("errors", "error"), ("skipped", "skip")):
+        node.set(attr, str(sum(r.status == status for r in rows)))
+
+
+def junit_xml(report: Report) -> str:
+    """JUnit XML: one ``testsuite`` per case suite, one ``testcase`` per case."""
+    root = ET.Element("testsuites", name="gamma conformance")
+    grouped: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in report.results:
+        grouped[r.suite].append(r)
+    _count(root, report.results)
+    for suite, rows in sorted(grouped.items()):
+        node = ET.SubElement(root, "testsuite", name=suite)
+        _count(node, rows)
+        for r in rows:
+            case = ET.SubElement(node, "testcase", name=_xml_text(r.id),
+                                 classname=f"gamma.conformance.{suite}", file=_xml_text(r.where))
+            detail = "\n".join(r.problems + ((f"answer: {quote(r.answer)}",) if r.scored else ()))
+            if r.status in ("fail", "error"):
+                tag = "failure" if r.status == "fail" else "error"
+                child = ET.SubElement(case, tag, message=_xml_text(r.problems[0][:500]),
+                                      type="mismatch" if tag == "failure" else "system")
+                child.text = _xml_text(detail)
+            elif r.status == "skip":
+                ET.SubElement(case, "skipped", message="nothing to check for this system")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
