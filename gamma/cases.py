@@ -357,7 +357,7 @@ def _looks_like_case(path: Path) -> bool:
             return False
     try:
         first = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return True
     return isinstance(first, dict) and "suite" in first
 
@@ -381,6 +381,8 @@ def _read_file(path: Path, logs: dict[Path, tuple[Event, ...]]) -> Iterator[Case
             raise JSONSyntaxError(
                 f"invalid JSON: {exc.msg} (column {exc.colno})", source=str(path), line=exc.lineno
             ) from None
+        except RecursionError:
+            raise JSONSyntaxError("JSON nested too deeply", source=str(path)) from None
         lines = _field_lines(text)
         try:
             obj = decode_json(text, source=str(path))

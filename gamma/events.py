@@ -27,6 +27,7 @@ from .errors import (
     InputError,
     JSONSyntaxError,
     MissingFieldError,
+    PolicyError,
     TimestampOrderError,
     UnknownFieldError,
     UnknownReferenceError,
@@ -36,6 +37,7 @@ from .model import EVENT_TYPES, Actor, Assert, Event, Experience, Grant, Revoke,
 from .policy import DEFAULT_POLICY, Policy
 
 __all__ = [
+    "check_names",
     "LogIndex",
     "MemoryIndex",
     "decode_json",
@@ -382,8 +384,10 @@ def _references(event: Event) -> Iterator[tuple[str, str]]:
     elif isinstance(event, Experience):
         for index, target in enumerate(event.uses or ()):
             yield f"uses[{index}]", target
-    elif getattr(event, "fact", None) is not None:
-        yield "fact", event.fact  # type: ignore[union-attr]
+    else:
+        target = getattr(event, "fact", None)
+        if target is not None:
+            yield "fact", target
 
 
 def parse_events(
@@ -430,6 +434,25 @@ def decode_lines(data: bytes, *, source: str | None = None) -> list[str]:
                 f"not UTF-8: {exc.reason} at byte {exc.start}", source=source, line=number
             ) from None
     return lines
+
+
+def check_names(events: Iterable[Event], policy: Policy, *, source: str | None = None) -> None:
+    """Every authority and clearance name is on the policy's ladders (for events read from a store
+    under another policy than the one that validated them); positions are 1-based."""
+    for position, event in enumerate(events, start=1):
+        authority = getattr(event, "authority", None)
+        if authority is not None and not policy.knows_authority(authority):
+            raise PolicyError(
+                f"event {event.id!r}: authority level {authority!r} is not on the policy's ladder",
+                source=source, line=position, field="authority",
+            )
+        if isinstance(event, Assert) and event.visibility and event.visibility.clearance:
+            if not policy.knows_clearance(event.visibility.clearance):
+                raise PolicyError(
+                    f"event {event.id!r}: clearance level {event.visibility.clearance!r}"
+                    " is not on the policy's ladder",
+                    source=source, line=position, field="visibility.clearance",
+                )
 
 
 def dump_events(events: Iterable[Event], out: IO[str]) -> None:

@@ -1,7 +1,10 @@
 """structlog set-up for the CLI: one structured line per command, on stderr.
 
 Configured only at the entry point (never by the library): JSON lines when
-stderr is not a terminal, a readable console line when it is.
+stderr is not a terminal, a readable console line when it is. A command's
+body adds counts and digests to its record; the entry point writes the one
+line when the command ends, with its exit status, so failures and usage
+errors are logged like successes.
 """
 
 from __future__ import annotations
@@ -13,9 +16,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import click
 import structlog
 
-__all__ = ["configure", "command"]
+__all__ = ["configure", "command", "emit", "OUTCOMES"]
+
+# exit status -> (outcome, level)
+OUTCOMES: dict[int, tuple[str, str]] = {
+    0: ("ok", "info"),
+    1: ("check_failed", "warning"),
+    2: ("input_error", "error"),
+    3: ("busy", "error"),
+}
 
 
 def configure(*, json_lines: bool | None = None) -> None:
@@ -39,21 +51,45 @@ def configure(*, json_lines: bool | None = None) -> None:
     )
 
 
+def emit(record: dict[str, Any], *, status: int, duration_ms: float) -> None:
+    """Write the one line of a finished command."""
+    outcome, level = OUTCOMES.get(status, ("failed", "error"))
+    fields = {k: v for k, v in record.items() if k != "command"}
+    log = structlog.get_logger("gamma")
+    getattr(log, level)(
+        "command",
+        command=record.get("command", "gamma"),
+        status=status,
+        outcome=outcome,
+        duration_ms=round(duration_ms, 3),
+        **fields,
+    )
+
+
 @contextmanager
 def command(name: str, **fields: Any) -> Iterator[dict[str, Any]]:
-    """Log one line for a command when it ends, with its fields, outcome and duration.
+    """The record of the running command; the body adds counts and digests to it.
 
-    The body adds counts and digests to the yielded dict.
+    Under ``gamma.cli.main`` the record is the click context's ``obj`` and
+    main writes the line. Elsewhere (a test invoking a command directly) the
+    line is written here when the body ends.
     """
-    log = structlog.get_logger("gamma")
+    ctx = click.get_current_context(silent=True)
+    shared = ctx.obj if ctx is not None and isinstance(ctx.obj, dict) else None
+    record: dict[str, Any] = shared if shared is not None else {}
+    record.update(fields, command=name)
+    if shared is not None:
+        yield record
+        return
     started = time.perf_counter()
-    extra: dict[str, Any] = dict(fields)
-    outcome = "ok"
+    status = 0
     try:
-        yield extra
-    except BaseException as exc:
-        outcome = type(exc).__name__
+        yield record
+    except click.exceptions.Exit as exc:
+        status = exc.exit_code
+        raise
+    except BaseException:
+        status = 2
         raise
     finally:
-        ms = round((time.perf_counter() - started) * 1000, 3)
-        log.info("command", command=name, outcome=outcome, duration_ms=ms, **extra)
+        emit(record, status=status, duration_ms=(time.perf_counter() - started) * 1000)

@@ -78,11 +78,19 @@ class Policy:
         return _from_data(obj, source=source, text="")
 
     def authority_rank(self, name: str | None) -> int:
-        """Rank of an authority name (None: the default); names were validated at input."""
-        return self._authority_rank[self.authority_default if name is None else name]
+        """Rank of an authority name (None: the default); validated input names are on the ladder."""
+        try:
+            return self._authority_rank[self.authority_default if name is None else name]
+        except KeyError:
+            raise PolicyError(f"authority level {name!r} is not on this policy's ladder",
+                              field="authority") from None
 
     def clearance_rank(self, name: str | None) -> int:
-        return self._clearance_rank[self.clearance_default if name is None else name]
+        try:
+            return self._clearance_rank[self.clearance_default if name is None else name]
+        except KeyError:
+            raise PolicyError(f"clearance level {name!r} is not on this policy's ladder",
+                              field="clearance") from None
 
     def knows_authority(self, name: str) -> bool:
         return name in self._authority_rank
@@ -141,10 +149,18 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
     clearance_ladder = _ladder(values.get("clearance.ladder"), base.clearance_ladder, fail, "clearance")
     authority_default = values.get("authority.default", base.authority_default)
     clearance_default = values.get("clearance.default", base.clearance_default)
-    if authority_default not in authority_ladder:
-        raise fail(f"unknown authority level {authority_default!r}", "authority", "default")
-    if clearance_default not in clearance_ladder:
-        raise fail(f"unknown clearance level {clearance_default!r}", "clearance", "default")
+    for table, default, ladder in (
+        ("authority", authority_default, authority_ladder),
+        ("clearance", clearance_default, clearance_ladder),
+    ):
+        if default not in ladder:
+            written = f"{table}.default" in values
+            message = (
+                f"unknown {table} level {default!r}"
+                if written
+                else f"the ladder lacks the built-in default {default!r}: set {table}.default"
+            )
+            raise fail(message, table, "default" if written else "ladder")
     mode = values.get("dependencies.mode", base.dependency_mode)
     if mode not in ("exclude", "flag"):
         raise fail(f"expected 'exclude' or 'flag', got {mode!r}", "dependencies", "mode")

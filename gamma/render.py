@@ -36,9 +36,9 @@ EXPLANATIONS: dict[str, str] = {
 
 
 # json.dumps leaves these raw with ensure_ascii=False, yet str.splitlines and many
-# renderers break lines at them: escape them so a value always stays on its line
-_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_LINE_BREAK = re.compile("[\x85\u2028\u2029]")
+# renderers break lines at them, and bidirectional controls can visually reorder a
+# line: escape them so a value always stays on its line and reads as written
+_LINE_BREAK = re.compile("[\x85\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def inert(text: str) -> str:
@@ -49,7 +49,7 @@ def inert(text: str) -> str:
 def _value(value: object) -> str:
     """JSON on one line: control characters and Unicode line separators escaped."""
     encoded = json.dumps(value, ensure_ascii=False)
-    return _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], encoded)
+    return _LINE_BREAK.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded)
 
 
 def render(resolution: Resolution, format: str = "text") -> str:
@@ -118,7 +118,7 @@ def render_text(resolution: Resolution) -> str:
         ]
         for a in resolution.admitted
     ]
-    out += _table(["fact", "key", "value", "scope", "authority", "kind", ""], rows)
+    out += _table(["fact", "key", "value", "scope", "authority", "kind", "recheck"], rows)
     out += ["", f"EXCLUDED ({len(resolution.excluded)})"]
     rows = []
     for x in resolution.excluded:

@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 
 from .errors import InputError
-from .events import load_events
+from .events import check_names, load_events
 from .model import Event
 from .policy import DEFAULT_POLICY, Policy
 
@@ -43,5 +43,9 @@ def open_log(path: str | Path, *, policy: Policy | None = None) -> LoadedLog:
         from .store import Store
 
         with Store.open(path) as store:
-            return LoadedLog(store.events(), store.policy)
+            events, store_policy = store.events(), store.policy
+        if policy is not None and policy != store_policy:
+            # the store validated its events against its own policy, not this one
+            check_names(events, policy, source=f"{path} (event position)")
+        return LoadedLog(events, store_policy)
     return LoadedLog(load_events(path, policy=policy or DEFAULT_POLICY))

@@ -1086,6 +1086,8 @@ def parse_timelines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
             obj = _decode_line(text)
         except ValueError as exc:  # JSONDecodeError is a ValueError
             raise StatebenchError(f"not a JSON object: {exc}", line=number) from None
+        except RecursionError:
+            raise StatebenchError("JSON nested too deeply", line=number) from None
         if not isinstance(obj, dict):
             raise StatebenchError(f"a timeline must be a JSON object, not {_json_type(obj)}",
                                   line=number)
@@ -1106,9 +1108,19 @@ def import_file(path: str | Path, out_dir: str | Path) -> ImportReport:
     """Convert every timeline of ``path`` and write ``out_dir/<id>.json`` and ``unmapped.jsonl``.
 
     The whole input is converted before anything is written, so a malformed
-    line leaves ``out_dir`` untouched.
+    line leaves ``out_dir`` untouched. Errors name the file, the line and the field.
     """
-    raw = Path(path).read_bytes()
+    try:
+        return _import_file(path, out_dir)
+    except StatebenchError as exc:
+        raise StatebenchError(exc.message, source=str(path), line=exc.line, field=exc.field) from None
+
+
+def _import_file(path: str | Path, out_dir: str | Path) -> ImportReport:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise StatebenchError(f"cannot read timelines: {exc.strerror}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

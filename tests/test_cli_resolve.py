@@ -282,7 +282,8 @@ class TestInputErrors:
         )
         records = log_lines(done.stderr)
         assert len(records) == 1
-        assert records[0]["command"] == "resolve" and records[0]["outcome"] == "JSONSyntaxError"
+        assert records[0]["command"] == "resolve" and records[0]["outcome"] == "input_error"
+        assert records[0]["status"] == 2 and records[0]["error"] == "JSONSyntaxError"
 
     @pytest.mark.parametrize(
         ("actor_text", "needles"),

@@ -310,4 +310,4 @@ class TestBusy:
             holder.execute("ROLLBACK")
             holder.close()
         assert run.code == 3 and "busy timeout" in run.err
-        assert run.log_line()["outcome"] == "StoreBusyError"
+        assert run.log_line()["outcome"] == "busy" and run.log_line()["error"] == "StoreBusyError"

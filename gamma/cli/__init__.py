@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import time
 from typing import Any
 
 import click
 
 from .. import __version__
 from ..errors import GammaError, InputError, IntegrityError, StoreBusyError
-from ..logs import configure
+from ..logs import configure, emit
 
 __all__ = ["cli", "main"]
 
@@ -69,36 +70,51 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: maps gamma's errors to messages and exit statuses."""
+    """Console entry point: maps gamma's errors to messages and exit statuses, logs one line."""
     configure()
+    record: dict[str, Any] = {}
+    started = time.perf_counter()
+    status = _run(argv, record)
+    if "command" not in record:  # a usage error before the command began
+        words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+        record["command"] = words[0] if words else "gamma"
+    emit(record, status=status, duration_ms=(time.perf_counter() - started) * 1000)
+    sys.exit(status)
+
+
+def _run(argv: list[str] | None, record: dict[str, Any]) -> int:
+    """Run the command line; return the exit status, having printed any error."""
     try:
         # without standalone mode, click returns the code of a raised Exit
-        code = cli.main(args=argv, prog_name="gamma", standalone_mode=False)
-        if isinstance(code, int) and code:
-            sys.exit(code)
+        code = cli.main(args=argv, prog_name="gamma", standalone_mode=False, obj=record)
+        return code if isinstance(code, int) else 0
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.Abort:
         click.echo("Aborted!", err=True)
-        sys.exit(1)
+        return 1
     except click.ClickException as exc:
+        record["error"] = type(exc).__name__
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except InputError as exc:
+        record["error"] = type(exc).__name__
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        return 2
     except IntegrityError as exc:
+        record["error"] = type(exc).__name__
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(1)
+        return 1
     except StoreBusyError as exc:
+        record["error"] = type(exc).__name__
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(3)
+        return 3
     except GammaError as exc:
+        record["error"] = type(exc).__name__
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        return 2
     except BrokenPipeError:
-        sys.exit(0)
-    sys.exit(0)
+        return 0
 
 
 def exit_with(code: int) -> Any:

@@ -52,6 +52,12 @@ def conformance_command(
     """
     if system is not None and reader is not None:
         raise click.UsageError("give --system or --reader, not both")
+    if not paths and not Path("fixtures").is_dir():
+        raise InputError(
+            "no PATH given and no fixtures/ here: run from a gamma checkout, or name the"
+            " case files or directories (e.g. the output of gamma import statebench)",
+            source="PATH",
+        )
     paths = paths or ("fixtures/",)
     with command("conformance", paths=list(paths), suite=suite, reader=reader,
                  system=system) as record:

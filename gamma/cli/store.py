@@ -22,7 +22,7 @@ from ..logs import command
 from ..store import Store, check_key
 from ..verify import check_head, verify_path
 from . import exit_with
-from .options import policy_option, read_policy
+from .options import read_policy
 
 __all__ = [
     "append_command",
@@ -93,7 +93,13 @@ def _write_lines(lines: Iterable[str]) -> int:
 
 @click.command("init")
 @store_argument
-@policy_option
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Policy TOML the store records and validates appends with (default: the built-in default).",
+)
 @key_option
 def init_command(store: str, policy_path: str | None, key_file: str | None) -> None:
     """Create an empty store.
@@ -160,6 +166,8 @@ def log_command(store: str, tenant: str | None, since: str | None, until: str | 
     """
     with command("log", store=store, tenant=tenant, since=since, until=until) as record:
         since_ts, until_ts = _read_ts(since, "--since"), _read_ts(until, "--until")
+        if since_ts is not None and until_ts is not None and since_ts > until_ts:
+            raise InputError("--since is after --until: the range is empty", source="--since")
         with Store.open(store) as opened:
             lines = opened.slice(tenant=tenant, since=since_ts, until=until_ts)
             record.update(events=_write_lines(lines))
