@@ -7,6 +7,7 @@ omitted on the way out so canonical bytes keep exactly what was written.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any, Literal, get_args, get_origin
 
@@ -126,12 +127,17 @@ def _make_converter() -> cattrs.Converter:
 converter = _make_converter()
 
 
+@functools.cache
+def _fields_of(cls: type) -> dict[str, Any]:
+    return {a.name: a for a in attrs.fields(cls)}
+
+
 def check_keys(body: dict[str, Any], cls: type, fail: Any, *, prefix: str = "") -> None:
     """Refuse unknown and ``_``-private fields, missing required ones and nulls, naming the field.
 
     ``fail(error_class, message, field)`` builds the error to raise.
     """
-    fields = {a.name: a for a in cls.__attrs_attrs__}  # type: ignore[attr-defined]
+    fields = _fields_of(cls)
     for name in body:
         if name not in fields or name.startswith("_"):
             raise fail(UnknownFieldError, "unknown field", prefix + name)

@@ -64,6 +64,7 @@ class _Fact:
     pos: int
     rank: int
     scope: str
+    id: str = attrs.field(init=False)
     commit_pos: int | None = None
     commit_event: str | None = None
     retracted_by: str | None = None
@@ -71,9 +72,8 @@ class _Fact:
     superseding_event: str | None = None
     took_effect: bool = False
 
-    @property
-    def id(self) -> str:
-        return self.event.fact
+    def __attrs_post_init__(self) -> None:
+        self.id = self.event.fact
 
     @property
     def live(self) -> bool:
@@ -426,6 +426,8 @@ def _propagate(
     recheck: dict[str, set[str]] = {}
     for fact in fold.order:
         own = codes[fact.id]
+        if not fact.event.depends_on and not own:
+            continue  # nothing to inherit and nothing to pass on
         found: dict[str, tuple[set[str], set[str], set[str]]] = {}
         stale_inputs: set[str] = set()
         for group in ("validity", "visibility"):
@@ -470,9 +472,14 @@ def _propagate(
 
 def _ignore_key_access(fold: _Fold) -> None:
     """A key-wide grant or revoke is ineffective for each fact of that key above its authority."""
+    if not fold.key_grant_events:
+        return
+    by_key: dict[str, list[_Fact]] = defaultdict(list)
+    for fact in fold.order:
+        by_key[fact.event.key].append(fact)
     for event_id, key, rank in fold.key_grant_events:
-        for fact in fold.order:
-            if fact.event.key == key and fact.rank > rank:
+        for fact in by_key.get(key, ()):
+            if fact.rank > rank:
                 fold.ignored.add((event_id, _INSUFFICIENT, fact.id))
 
 

@@ -7,6 +7,7 @@ one structured log line per command go to stderr.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import sys
@@ -72,6 +73,9 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: maps gamma's errors to messages and exit statuses, logs one line."""
     configure()
+    # A command is one short process over many small acyclic objects: collecting
+    # cycles every 700 allocations costs up to a third of a large resolve.
+    gc.set_threshold(100_000, 50, 100)
     record: dict[str, Any] = {}
     started = time.perf_counter()
     status = _run(argv, record)
