@@ -3,7 +3,7 @@
     python audit/regenerate.py           # write every record, remove stale ones
     python audit/regenerate.py --check   # write nothing; exit 1 if anything would change
 
-audit/ mirrors fixtures/ (docs/spec-audit.md §5):
+audit/ mirrors fixtures/ (SPEC.md §10.5):
 
 - a conformance case file ``fixtures/D/C.json`` -> ``audit/D/C.json``;
 - a case on a line of a suite ``fixtures/D/S.jsonl`` -> ``audit/D/S/<case id>.json``;

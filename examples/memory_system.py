@@ -2,7 +2,7 @@
 """An external memory system speaking gamma's conformance protocol.
 
 Reads one JSON case per line on stdin, writes one JSON reply per line on stdout
-(docs/spec-conformance-runner.md). Two modes, to show both kinds of answer:
+(SPEC.md §14). Two modes, to show both kinds of answer:
 
     gamma conformance --system "python examples/memory_system.py"          # governed
     gamma conformance --system "python examples/memory_system.py --naive"  # naive

@@ -1,7 +1,7 @@
 """The salient-token grammar: one left-to-right scanner, negation and sentence position.
 
 Private to :mod:`gamma.tokens`, which builds :class:`~gamma.tokens.Token` values from the
-units produced here. Pure and stdlib only. ``docs/spec-tokens.md`` states the same grammar
+units produced here. Pure and stdlib only. SPEC.md §11 states the same grammar
 in prose; keep the two in step.
 """
 
@@ -71,7 +71,7 @@ _CONTRACTION = re.compile("['\u2019](?:t|d|ll|ve|re|m)\\Z", re.IGNORECASE)
 _POSSESSIVE = re.compile("['\u2019]s\\Z", re.IGNORECASE)
 _HYPHENS = str.maketrans({"\u2010": "-", "\u2011": "-", "\u2019": "'"})
 
-# --- the published stop list (docs/spec-tokens.md reproduces it) -------------------------
+# --- the published stop list (SPEC.md §11 reproduces it) -------------------------
 
 STOP_WORDS: frozenset[str] = frozenset("""
 january february march april may june july august september october november december

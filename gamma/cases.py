@@ -1,6 +1,6 @@
 """Conformance cases: one governed question about one event log, with its expected outcome.
 
-A case (DESIGN §9, docs/spec-conformance-corpus.md) is a JSON object: the events (embedded,
+A case (DESIGN §9, SPEC.md §13) is a JSON object: the events (embedded,
 or a ``log`` file relative to the case file), who asks (``actor``) and when (``at``), the
 question and its ``probe`` keys, what Γ must decide (``expect``) and the closed answer
 ``pool``; pair, factorial and trap cases carry their labels. ``load_cases`` reads one case

@@ -5,7 +5,7 @@ A *system* is the reference resolver Γ (the default), a built-in reader
 ``gamma.external``. Each case gives a ``CaseResult`` (pass, fail, error or skip, with
 every mismatch); the metrics are those of ``gamma score`` (DESIGN §8), computed by
 scoring each answer with ``gamma.scoring.score`` against Γ's reference resolution of the
-case's own log, plus trap accuracy by failure mode. docs/spec-conformance-runner.md says
+case's own log, plus trap accuracy by failure mode. SPEC.md §14 says
 exactly when a case passes.
 """
 
@@ -266,7 +266,7 @@ def _compare(case: Case, reply: Reply) -> tuple[str, ...]:
 
 
 def judge(case: Case, said: Said, *, kind: str, reader: str | None = None) -> CaseResult:
-    """A case's result from what the system said (docs/spec-conformance-runner.md §3)."""
+    """A case's result from what the system said (SPEC.md §14.3)."""
     labels = {name: getattr(case, name) for name in ("pair", "side", "axis", "decidable_by",
                                                      "cell", "mode")}
     if reader is not None and case.signature is not None:

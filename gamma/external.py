@@ -1,7 +1,7 @@
 """The external-system protocol client: ask another memory system about conformance cases.
 
 gamma starts the system's command once, writes one JSON request per case on its stdin and
-reads one JSON reply line per case from its stdout (docs/spec-conformance-runner.md). The
+reads one JSON reply line per case from its stdout (SPEC.md §14). The
 system is untrusted: a crash, a hang past the per-case timeout, a line that is not JSON, a
 reply for another case or no reply at all becomes an ``Exchange`` with an ``error`` for
 that case, never an exception, and the process is restarted for the following cases so

@@ -2,7 +2,7 @@
 
 Each reader is ``answer(case) -> str``: the value it would give for the probe key, as
 text, or the one refusal phrase :data:`REFUSAL`. They are baselines for ``gamma
-conformance`` and a check on the corpus itself (docs/spec-conformance-corpus.md): every
+conformance`` and a check on the corpus itself (SPEC.md §13): every
 trap must be failed by at least one lazy reader, an anti-trap by eager invalidation, a
 counterfactual pair by always-answer or always-refuse, and nothing by ``reference``.
 

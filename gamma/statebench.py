@@ -9,7 +9,7 @@ prose carried, so nothing is silently dropped.
 
 The conversion is pure: :func:`convert_timeline` takes the parsed JSON object
 and returns ``(case, unmapped)``.  The only I/O is :func:`import_file` at the
-bottom.  docs/spec-statebench.md states the mapping in prose; the rules in
+bottom.  SPEC.md §15 states the mapping in prose; the rules in
 short:
 
 * every structured fact (initial persistent facts, initial environment

@@ -1,4 +1,4 @@
-"""Audit records, replay and record diffs as a library (DESIGN §7, docs/spec-audit.md)."""
+"""Audit records, replay and record diffs as a library (DESIGN §7, SPEC.md §10)."""
 
 from __future__ import annotations
 

@@ -131,9 +131,9 @@ class TestScore:
         assert "0/0 = 0.0%" not in out
 
     def test_worked_example_matches_the_readme_section(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """The output block in docs/readme-metrics.md is what the command prints."""
+        """The output block of the README's metrics section is what the command prints."""
         _, out, _ = gamma(capsys, "score", RESPONSES, "--log", LOG)
-        doc = (ROOT / "docs" / "readme-metrics.md").read_text(encoding="utf-8")
+        doc = (ROOT / "README.md").read_text(encoding="utf-8")
         assert "gamma score fixtures/examples/responses.jsonl --log fixtures/examples/acme.jsonl" in doc
         assert out.rstrip("\n") in doc
 

@@ -1,4 +1,4 @@
-"""Salient tokens: each test pins a rule of docs/spec-tokens.md that a plausible wrong
+"""Salient tokens: each test pins a rule of SPEC.md §11 that a plausible wrong
 implementation (substring matching, float arithmetic, naive negation) would break."""
 
 from __future__ import annotations
@@ -240,9 +240,9 @@ class TestProperNouns:
         assert extract(f"so then {word} said it") == ()
 
     def test_stop_list_is_published(self) -> None:
-        """docs/spec-tokens.md §5 lists exactly STOP_WORDS."""
-        doc = (Path(__file__).parent.parent / "docs" / "spec-tokens.md").read_text("utf-8")
-        section = doc.split("## 5. Published stop list", 1)[1].split("\n## ", 1)[0]
+        """SPEC.md §11.5 lists exactly STOP_WORDS."""
+        doc = (Path(__file__).parent.parent / "SPEC.md").read_text("utf-8")
+        section = doc.split("### 11.5 Published stop list", 1)[1].split("\n### ", 1)[0]
         listed = re.search(r"sentence words:\n\n(.*?)\n\n", section, re.DOTALL)
         assert listed is not None
         assert set(re.split(r",\s*", listed.group(1).strip())) == set(STOP_WORDS)
