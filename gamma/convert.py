@@ -19,6 +19,7 @@ from cattrs.gen import make_dict_unstructure_fn, override
 from .canonical import format_ts, parse_ts
 from .errors import MissingFieldError, UnknownFieldError, ValueTypeError
 from .model import EVENT_TYPES, Actor, Visibility
+from .resolution import Reason
 
 __all__ = ["converter", "check_keys", "first_failure"]
 
@@ -117,6 +118,10 @@ def _make_converter() -> cattrs.Converter:
         )
     conv.register_unstructure_hook(
         Actor, make_dict_unstructure_fn(Actor, conv, roles=override(unstruct_hook=list))
+    )
+    # the hottest shape of a large resolution, written out instead of generated
+    conv.register_unstructure_hook(
+        Reason, lambda r: {"code": r.code, "events": list(r.events), "facts": list(r.facts)}
     )
     conv.register_unstructure_hook_func(_is_pairs, dict)
     conv.register_structure_hook_func(_is_pairs, _structure_pairs)

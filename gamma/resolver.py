@@ -424,10 +424,11 @@ def _propagate(
     flag = policy.dependency_mode == "flag"
     origins: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
     recheck: dict[str, set[str]] = {}
+    depended = {dep for fact in fold.order for dep in fact.event.depends_on or ()}
     for fact in fold.order:
         own = codes[fact.id]
-        if not fact.event.depends_on and not own:
-            continue  # nothing to inherit and nothing to pass on
+        if not fact.event.depends_on and (not own or fact.id not in depended):
+            continue  # nothing to inherit, and nothing to pass on
         found: dict[str, tuple[set[str], set[str], set[str]]] = {}
         stale_inputs: set[str] = set()
         for group in ("validity", "visibility"):
@@ -458,6 +459,8 @@ def _propagate(
             )
         if stale_inputs and not own:
             recheck[fact.id] = stale_inputs
+        if fact.id not in depended:
+            continue  # no dependent needs its origins
         for group, wanted in (("validity", VALIDITY_CODES), ("visibility", _HIDDEN)):
             mine = [r for c, r in own.items() if c in wanted and not c.startswith("dependency_")]
             facts = {fact.id} if mine else set()
