@@ -29,6 +29,7 @@ from .errors import (
     ValueTypeError,
 )
 from .events import dump_events, load_events, parse_actor, parse_events
+from .findings import Validation, Violation, validate
 from .model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke, Visibility
 from .policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
 from .resolution import (
@@ -41,7 +42,6 @@ from .resolution import (
     Resolution,
     UsedReason,
 )
-from .findings import Validation, Violation, validate
 from .resolver import resolve
 from .scoring import Rate, Score, score
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 __all__ = ["canonical_json", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
@@ -69,7 +69,7 @@ def parse_ts(text: object) -> datetime:
     if int(second) == 60:
         raise ValueError(f"leap seconds (:60) are not supported: {text!r}")
     if zulu:
-        tz = timezone.utc
+        tz = UTC
     else:
         if int(oh) > 23 or int(om) > 59:
             raise ValueError(f"offset out of range: {text!r}")
@@ -80,14 +80,14 @@ def parse_ts(text: object) -> datetime:
         value = datetime(
             int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=tz
         )
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"not a valid instant: {text!r} ({exc})") from None
 
 
 def format_ts(value: datetime) -> str:
     """UTC ``YYYY-MM-DDTHH:MM:SSZ``, with ``.ffffff`` only when the fraction is non-zero."""
-    utc = value.astimezone(timezone.utc)
+    utc = value.astimezone(UTC)
     base = utc.strftime("%Y-%m-%dT%H:%M:%S")
     if utc.microsecond:
         base += f".{utc.microsecond:06d}"

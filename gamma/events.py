@@ -344,7 +344,9 @@ def validate_log(
     known = _Overlay(index)
     for line, event in pairs:
 
-        def fail(cls: type[InputError], message: str, field: str) -> InputError:
+        def fail(
+            cls: type[InputError], message: str, field: str, line: int | None = line
+        ) -> InputError:
             return cls(message, source=source, line=line, field=field)
 
         if known.has_event(event.id):

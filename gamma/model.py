@@ -8,7 +8,7 @@ defaults (some come from the policy) when it reads them.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal, Union
+from typing import ClassVar, Literal
 
 import attrs
 
@@ -30,7 +30,7 @@ __all__ = [
     "APPLICABILITIES",
 ]
 
-Value = Union[str, int, bool]
+Value = str | int | bool
 Status = Literal["committed", "draft", "hypothetical"]
 Kind = Literal["fact", "constraint", "commitment", "preference", "rule", "derived"]
 Priority = Literal["hard", "soft"]
@@ -136,7 +136,7 @@ class Experience(_Envelope):
     applicability: Applicability | None = None
 
 
-Event = Union[Assert, Retract, Promote, Grant, Revoke, Experience]
+Event = Assert | Retract | Promote | Grant | Revoke | Experience
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls for cls in (Assert, Retract, Promote, Grant, Revoke, Experience)

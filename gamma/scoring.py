@@ -273,7 +273,7 @@ def _aggregate(rows: list[tuple[Any, Resolution, Stated, Any]], facts: LogFacts)
     conditional_n = conditional_k = 0
     by_reason: Counter[str] = Counter()
     unsupported = 0
-    for line, resolution, stated, violations in rows:
+    for line, resolution, _, violations in rows:
         bypasses = [v for v in violations if v.kind == "bypass"]
         if bypasses:
             leaked += 1

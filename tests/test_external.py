@@ -163,7 +163,7 @@ class TestMisbehaving:
         assert "error" not in statuses(report.results)
         assert time.monotonic() - started < 10
         helper = int(pid_file.read_text())
-        assert not Path(f"/proc/{helper}").exists() or "Z" in Path(f"/proc/{helper}/stat").read_text().split()[2]
+        assert _gone_within(helper, seconds=3.0)
 
     def test_system_that_never_reads_stdin(self, tmp_path: Path) -> None:
         """A request larger than a pipe buffer to a system that never reads cannot block gamma."""
@@ -281,3 +281,18 @@ class TestParseReply:
     def test_invalid(self, obj: object, message: str) -> None:
         with pytest.raises(ValueError, match=message):
             parse_reply(obj, "c")
+
+
+def _gone_within(pid: int, *, seconds: float) -> bool:
+    """Whether process ``pid`` is gone or a zombie within ``seconds`` (a kill is not instant)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
