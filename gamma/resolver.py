@@ -221,8 +221,8 @@ class _Fold:
                 for _, is_grant, event_id, rank in access.changes:
                     if floor is not None and rank < floor:
                         continue
-                    if is_grant or active:
-                        events.append(event_id)
+                    if is_grant != active:  # a grant of what is granted, or a revoke
+                        events.append(event_id)  # of what is not, has no effect
                     active = is_grant
                 granted = granted or active
         return granted, events

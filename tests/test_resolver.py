@@ -252,6 +252,18 @@ class TestGrants:
         )
         assert codes(res, "F1") == ("access_denied",)
         assert res.ignored == ()
+        assert reason(res, "F1", "access_denied") == (("e1", "e2", "e4"), ())
+
+    def test_no_effect_grants_and_revokes_are_not_causes(self) -> None:
+        """Only grants and revokes that changed A's access are named by access_denied."""
+        res = run(
+            self.HIDDEN,
+            V(fact="F1", to_actor="alice"),
+            G(fact="F1", to_actor="alice"),
+            V(fact="F1", to_actor="alice"),
+            V(fact="F1", to_actor="alice"),
+        )
+        assert reason(res, "F1", "access_denied") == (("e1", "e3", "e4"), ())
 
     def test_revoke_without_grant_has_no_effect(self) -> None:
         """Revoking what was never granted neither hides a public fact nor is an error or ignored."""
