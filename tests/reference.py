@@ -1,0 +1,566 @@
+"""A deliberately naive second implementation of Γ, written from SPEC.md alone.
+
+It reads the *written* events (the JSON objects of a log, as ``tests/strategies.Log.lines``
+holds them) and answers every question by scanning the whole log again: per fact, every
+rule of SPEC §3-§7 is checked against every event. It is quadratic and proud of it: the
+point is that each function can be read against one sentence of the SPEC, with no index,
+no fold state and no shared code with ``gamma.resolver`` (never import it here).
+
+The one dynamic part of the semantics, supersession, is computed differently from the
+resolver's single fold: commits, effects and retracts depend only on authority ranks, so
+their *moments* are computed first, statically; then the effects are replayed in moment
+order, each one checking liveness by looking at those moments.
+
+Where SPEC.md can be read two ways, the reading taken is marked ``SPEC reading:``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from gamma.canonical import parse_ts
+from gamma.policy import Policy
+
+__all__ = ["REASON_CODES", "resolve"]
+
+VALIDITY = frozenset(
+    {
+        "draft",
+        "hypothetical",
+        "not_yet_valid",
+        "expired",
+        "retracted",
+        "superseded",
+        "outranked",
+        "overridden",
+        "dependency_invalidated",
+    }
+)
+VISIBILITY = frozenset(
+    {"tenant_isolation", "access_denied", "out_of_scope", "dependency_restricted"}
+)
+REASON_CODES = VALIDITY | VISIBILITY
+SUBSTITUTING = frozenset({"superseded", "outranked", "overridden"})
+HIDDEN = frozenset({"access_denied", "dependency_restricted"})  # "d is hidden from A"
+INSUFFICIENT = "insufficient_authority"
+TIMESTAMPS = ("ts", "valid_from", "valid_until")
+
+
+def _utc(value: datetime) -> str:
+    """SPEC §2: UTC ``YYYY-MM-DDTHH:MM:SSZ``, ``.ffffff`` only when non-zero."""
+    value = value.astimezone(UTC)
+    text = f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
+    return text + (f".{value.microsecond:06d}" if value.microsecond else "") + "Z"
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class _Event:
+    """One written event with its position and its timestamps parsed."""
+
+    def __init__(self, pos: int, line: dict[str, Any]) -> None:
+        self.pos = pos
+        self.line = line
+        self.id: str = line["id"]
+        self.type: str = line["type"]
+        self.tenant: str = line["tenant"]
+        self.ts = parse_ts(line["ts"])
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.line.get(name, default)
+
+    def canonical(self) -> str:
+        """SPEC §8: the fields as written, keys sorted, timestamps in UTC form."""
+        body = dict(self.line)
+        for name in TIMESTAMPS:
+            if name in body:
+                body[name] = _utc(parse_ts(body[name]))
+        return _canonical(body)
+
+
+def resolve(
+    lines: Sequence[dict[str, Any]], actor: dict[str, Any], at: datetime, policy: Policy
+) -> tuple[dict[str, Any], list[str]]:
+    """Γ(H, A, t, P) as the resolution's JSON object, plus the known unknowns of §6."""
+    return _Resolver(lines, actor, at, policy).run()
+
+
+class _Resolver:
+    def __init__(
+        self, lines: Sequence[dict[str, Any]], actor: dict[str, Any], at: datetime, policy: Policy
+    ) -> None:
+        self.policy = policy
+        self.at = at
+        log = [_Event(pos, line) for pos, line in enumerate(lines)]
+        # §3: H_t, the longest prefix whose events have ts <= t.
+        self.cut: list[_Event] = []
+        for event in log:
+            if event.ts > at:
+                break
+            self.cut.append(event)
+        # §5: the actor normalised.
+        self.actor = {
+            "id": actor["id"],
+            "tenant": actor["tenant"],
+            "roles": sorted(set(actor.get("roles", []))),
+            "clearance": actor.get("clearance", policy.clearance_default),
+            "scope": actor.get("scope", "global"),
+        }
+        self.tenant = actor["tenant"]
+        self.ours = [e for e in self.cut if e.tenant == self.tenant]
+        self.facts = [e for e in self.ours if e.type == "assert"]  # in log order
+        self.ignored: set[tuple[str, str, str]] = set()
+
+    # -- plain lookups, by scanning ---------------------------------------------------
+
+    def assert_of(self, fact: str) -> _Event:
+        for event in self.ours:
+            if event.type == "assert" and event.get("fact") == fact:
+                return event
+        raise KeyError(fact)
+
+    def rank(self, authority: str | None) -> int:
+        """§1: an unwritten authority ranks as the policy default."""
+        return self.policy.authority_ladder.index(
+            authority if authority is not None else self.policy.authority_default
+        )
+
+    def clearance_rank(self, name: str | None) -> int:
+        return self.policy.clearance_ladder.index(
+            name if name is not None else self.policy.clearance_default
+        )
+
+    def r(self, fact: str) -> int:
+        return self.rank(self.assert_of(fact).get("authority"))
+
+    def key(self, fact: str) -> str:
+        return self.assert_of(fact).get("key")  # type: ignore[no-any-return]
+
+    def scope(self, fact: str) -> str:
+        return self.assert_of(fact).get("scope", "global")  # type: ignore[no-any-return]
+
+    # -- §3: commit, effect, retract (static) -----------------------------------------
+
+    def commit_of(self, fact: str) -> _Event | None:
+        """The assert if committed, else the first effective promote (rank >= r(f))."""
+        asserted = self.assert_of(fact)
+        if asserted.get("status", "committed") == "committed":
+            return asserted
+        for event in self.ours:
+            if (
+                event.type == "promote"
+                and event.get("fact") == fact
+                and self.rank(event.get("authority")) >= self.r(fact)
+            ):
+                return event
+        return None
+
+    def retract_of(self, fact: str) -> _Event | None:
+        """The first effective retract (rank >= r(f)); later ones have no effect."""
+        for event in self.ours:
+            if (
+                event.type == "retract"
+                and event.get("fact") == fact
+                and self.rank(event.get("authority")) >= self.r(fact)
+            ):
+                return event
+        return None
+
+    def effect_moment(self, fact: str) -> tuple[datetime, int, int] | None:
+        """When f takes effect, as (instant, 0 = before that instant's events | 1 = at an event, pos).
+
+        E(f) = max(commit ts, valid_from). A deferred effect (valid_from after the commit)
+        happens before the events stamped at its instant, in commit order; it counts only
+        when due at or before t.
+        """
+        commit = self.commit_of(fact)
+        if commit is None:
+            return None
+        start = self.assert_of(fact).get("valid_from")
+        if start is not None and parse_ts(start) > commit.ts:
+            due = parse_ts(start)
+            return (due, 0, commit.pos) if due <= self.at else None
+        return (commit.ts, 1, commit.pos)
+
+    def retracted_before(self, fact: str, moment: tuple[datetime, int, int]) -> bool:
+        retract = self.retract_of(fact)
+        return retract is not None and (retract.ts, 1, retract.pos) < moment
+
+    # -- §3: supersession, by replaying the effects in moment order -------------------
+
+    def supersessions(self) -> dict[str, str]:
+        """Superseded fact -> its first superseder, over every effect due by t."""
+        superseded: dict[str, str] = {}
+        moments = []
+        for event in self.facts:
+            moment = self.effect_moment(event.get("fact"))
+            if moment is not None:
+                moments.append((moment, event.get("fact")))
+        for moment, g in sorted(moments):
+            if self.retracted_before(g, moment) or g in superseded:
+                continue  # not live when its effect is due: it never takes effect
+            for f in self.assert_of(g).get("supersedes", []):
+                if self.r(g) >= self.r(f):
+                    self.supersede(superseded, f, g, moment)
+                else:
+                    self.ignored.add((self.assert_of(g).id, INSUFFICIENT, f))
+            if self.policy.same_key:
+                g_commit = self.commit_of(g)
+                assert g_commit is not None
+                for other in self.facts:
+                    f = other.get("fact")
+                    f_commit = self.commit_of(f)
+                    if (
+                        f != g
+                        and self.key(f) == self.key(g)
+                        and self.scope(f) == self.scope(g)
+                        and f_commit is not None
+                        and f_commit.pos < g_commit.pos
+                        and self.r(f) <= self.r(g)
+                    ):
+                        self.supersede(superseded, f, g, moment)
+        return superseded
+
+    def supersede(
+        self, superseded: dict[str, str], f: str, g: str, moment: tuple[datetime, int, int]
+    ) -> None:
+        """A fact already superseded or retracted is not superseded again."""
+        if f not in superseded and not self.retracted_before(f, moment):
+            superseded[f] = g
+
+    # -- §4 phase 2 helpers ------------------------------------------------------------
+
+    @staticmethod
+    def segments(scope: str) -> list[str]:
+        return [] if scope == "global" else scope.split("/")
+
+    def contains(self, outer: str, inner: str) -> bool:
+        """``global`` contains every scope; ``a`` contains ``a`` and ``a/...``."""
+        outer_parts, inner_parts = self.segments(outer), self.segments(inner)
+        return inner_parts[: len(outer_parts)] == outer_parts
+
+    # -- §4 phase 3 helpers ------------------------------------------------------------
+
+    def matches_actor(self, event: _Event) -> bool:
+        role, to_actor = event.get("role"), event.get("to_actor")
+        return (role is not None and role in self.actor["roles"]) or (
+            to_actor is not None and to_actor == self.actor["id"]
+        )
+
+    def access_changes(self, fact: str) -> list[_Event]:
+        """The effective grant and revoke events about f (by fact, or by its key) matching A."""
+        found = []
+        for event in self.ours:
+            if event.type not in ("grant", "revoke") or not self.matches_actor(event):
+                continue
+            about = event.get("fact") == fact or (
+                event.get("key") is not None and event.get("key") == self.key(fact)
+            )
+            if about and self.rank(event.get("authority")) >= self.r(fact):
+                found.append(event)
+        return found
+
+    def access_causes(self, fact: str) -> list[_Event]:
+        """Of those, the ones that changed A's access for their target and grantee: a grant of
+        what is already granted, or a revoke of what is not, has no effect (§4 phase 3)."""
+        active: dict[tuple[Any, ...], bool] = {}
+        causes = []
+        for event in self.access_changes(fact):
+            slot = (event.get("fact"), event.get("key"), event.get("role"), event.get("to_actor"))
+            is_grant = event.type == "grant"
+            if is_grant != active.get(slot, False):
+                causes.append(event)
+            active[slot] = is_grant
+        return causes
+
+    def granted(self, fact: str) -> bool:
+        """Active at t: for some target and grantee, the last effective grant/revoke is a grant."""
+        last: dict[tuple[str, str, str, str], str] = {}
+        for event in self.access_changes(fact):
+            target = (
+                ("fact", event.get("fact"))
+                if event.get("fact") is not None
+                else ("key", event.get("key"))
+            )
+            grantee = (
+                ("role", event.get("role"))
+                if event.get("role") is not None
+                else ("actor", event.get("to_actor"))
+            )
+            last[(*target, *grantee)] = event.type
+        return "grant" in last.values()
+
+    # -- the whole computation --------------------------------------------------------
+
+    def run(self) -> tuple[dict[str, Any], list[str]]:
+        policy, at = self.policy, self.at
+        ids = [e.get("fact") for e in self.facts]
+        codes: dict[str, dict[str, dict[str, Any]]] = {f: {} for f in ids}
+
+        def reason(code: str, events: Any, facts: Any = ()) -> dict[str, Any]:
+            return {"code": code, "events": sorted(set(events)), "facts": sorted(set(facts))}
+
+        # Phase 1: validity.
+        superseded = self.supersessions()
+        for f in ids:
+            asserted = self.assert_of(f)
+            if self.commit_of(f) is None:
+                status = asserted.get("status")
+                codes[f][status] = reason(status, [asserted.id])
+            start, end = asserted.get("valid_from"), asserted.get("valid_until")
+            if start is not None and at < parse_ts(start):
+                codes[f]["not_yet_valid"] = reason("not_yet_valid", [asserted.id])
+            if end is not None and at >= parse_ts(end):
+                codes[f]["expired"] = reason("expired", [asserted.id])
+            retract = self.retract_of(f)
+            if retract is not None:
+                codes[f]["retracted"] = reason("retracted", [retract.id])
+            if f in superseded:
+                g = superseded[f]
+                commit = self.commit_of(g)
+                assert commit is not None
+                codes[f]["superseded"] = reason("superseded", [commit.id], [g])
+
+        # Phase 2: scope, then precedence among the candidates.
+        for f in ids:
+            if not self.contains(self.scope(f), self.actor["scope"]):
+                codes[f]["out_of_scope"] = reason("out_of_scope", [self.assert_of(f).id])
+        candidates = [f for f in ids if not codes[f]]
+        for f in candidates:
+            rivals = [g for g in candidates if self.key(g) == self.key(f)]
+            top = max(self.r(g) for g in rivals)
+            most_specific = max(
+                len(self.segments(self.scope(g))) for g in rivals if self.r(g) == top
+            )
+            winners = [
+                g
+                for g in rivals
+                if self.r(g) == top and len(self.segments(self.scope(g))) == most_specific
+            ]
+            if f in winners:
+                continue
+            code = "outranked" if self.r(f) < top else "overridden"
+            events = []
+            for w in winners:
+                commit = self.commit_of(w)
+                assert commit is not None
+                events.append(commit.id)
+            codes[f][code] = reason(code, events, winners)
+
+        # Phase 3: visibility.
+        clearance = self.clearance_rank(self.actor["clearance"])
+        for f in ids:
+            visibility = self.assert_of(f).get("visibility", {})
+            roles, people = visibility.get("roles", []), visibility.get("actors", [])
+            listed = (
+                (not roles and not people)
+                or self.actor["id"] in people
+                or any(role in self.actor["roles"] for role in roles)
+                or self.granted(f)
+            )
+            if not (listed and clearance >= self.clearance_rank(visibility.get("clearance"))):
+                events = [self.assert_of(f).id] + [e.id for e in self.access_causes(f)]
+                codes[f]["access_denied"] = reason("access_denied", events)
+
+        # Phase 4: dependencies, in log order (every dependency is an earlier fact).
+        flag = policy.dependency_mode == "flag"
+        recheck: set[str] = set()
+
+        def reach(f: str) -> set[str]:
+            """f and every fact reached from it through depends_on edges."""
+            seen, todo = set(), [f]
+            while todo:
+                current = todo.pop()
+                if current not in seen:
+                    seen.add(current)
+                    todo.extend(self.assert_of(current).get("depends_on", []))
+            return seen
+
+        def own(f: str, group: frozenset[str]) -> list[dict[str, Any]]:
+            return [
+                r for c, r in codes[f].items() if c in group and not c.startswith("dependency_")
+            ]
+
+        # SPEC reading: the origins of the visibility group are the facts carrying the one
+        # visibility code that propagates (access_denied); out_of_scope and tenant_isolation
+        # "do not propagate", so they are never named as the cause of dependency_restricted.
+        origin_codes = {"validity": VALIDITY, "visibility": frozenset({"access_denied"})}
+
+        def dependency_reason(code: str, direct: list[str], group: str) -> dict[str, Any]:
+            origins = {o for d in direct for o in reach(d) if own(o, origin_codes[group])}
+            events = [e for o in origins for r in own(o, origin_codes[group]) for e in r["events"]]
+            return reason(code, events, set(direct) | origins)
+
+        for f in ids:
+            deps = list(dict.fromkeys(self.assert_of(f).get("depends_on", [])))
+            invalid = [d for d in deps if set(codes[d]) & VALIDITY]
+            hidden = [d for d in deps if set(codes[d]) & HIDDEN]
+            if invalid and not flag:
+                codes[f]["dependency_invalidated"] = dependency_reason(
+                    "dependency_invalidated", invalid, "validity"
+                )
+            if hidden:
+                codes[f]["dependency_restricted"] = dependency_reason(
+                    "dependency_restricted", hidden, "visibility"
+                )
+            stale = bool(invalid) if flag else False
+            if not codes[f] and (stale or any(d in recheck for d in deps)):
+                recheck.add(f)
+
+        # Every fact of another tenant in H_t: tenant_isolation only, key null.
+        excluded = []
+        for event in self.cut:
+            if event.type == "assert" and event.tenant != self.tenant:
+                excluded.append(
+                    {
+                        "fact": event.get("fact"),
+                        "key": None,
+                        "reasons": [reason("tenant_isolation", [event.id])],
+                    }
+                )
+        admitted = []
+        for f in ids:
+            asserted = self.assert_of(f)
+            if codes[f]:
+                excluded.append(
+                    {
+                        "fact": f,
+                        "key": self.key(f),
+                        "reasons": [codes[f][c] for c in sorted(codes[f])],
+                    }
+                )
+            else:
+                admitted.append(
+                    {
+                        "fact": f,
+                        "key": self.key(f),
+                        "value": asserted.get("value"),
+                        "scope": self.scope(f),
+                        "authority": asserted.get("authority", policy.authority_default),
+                        "kind": asserted.get("kind", "fact"),
+                        "priority": asserted.get("priority", "hard"),
+                        "needs_recheck": f in recheck,
+                    }
+                )
+        admitted_ids = {a["fact"] for a in admitted}
+
+        # §3 grant/revoke and retract/promote that were not effective.
+        for event in self.ours:
+            if (
+                event.type in ("retract", "promote", "grant", "revoke")
+                and event.get("fact") is not None
+            ):
+                target = event.get("fact")
+                if self.rank(event.get("authority")) < self.r(target):
+                    self.ignored.add((event.id, INSUFFICIENT, target))
+            if event.type in ("grant", "revoke") and event.get("key") is not None:
+                for f in ids:
+                    if self.key(f) == event.get("key") and self.r(f) > self.rank(
+                        event.get("authority")
+                    ):
+                        self.ignored.add((event.id, INSUFFICIENT, f))
+
+        experiences = [
+            self.verdict(event, codes, admitted_ids, recheck)
+            for event in self.ours
+            if event.type == "experience"
+        ]
+        body = {
+            "actor": self.actor,
+            "admitted": sorted(admitted, key=lambda a: a["fact"]),
+            "at": _utc(at),
+            "excluded": sorted(excluded, key=lambda x: x["fact"]),
+            "experiences": sorted(experiences, key=lambda x: x["experience"]),
+            "ignored": [{"event": e, "code": c, "fact": f} for e, c, f in sorted(self.ignored)],
+            "log": self.head(),
+            "policy": policy.digest,
+        }
+        body["digest"] = hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
+        return body, self.known_unknowns(ids, codes, admitted_ids)
+
+    # -- §7 experiences ----------------------------------------------------------------
+
+    def verdict(
+        self,
+        event: _Event,
+        codes: dict[str, dict[str, dict[str, Any]]],
+        admitted: set[str],
+        recheck: set[str],
+    ) -> dict[str, Any]:
+        used = list(dict.fromkeys(event.get("uses", [])))  # "every used fact": each once
+
+        def replacement(f: str) -> str | None:
+            """Follow superseder / winner (smallest id) until an admitted fact, if any."""
+            seen = set()
+            while f not in admitted:
+                if f in seen or not codes[f] or not set(codes[f]) <= SUBSTITUTING:
+                    return None
+                seen.add(f)
+                (only,) = [codes[f][c] for c in codes[f]]  # a fact has at most one of them
+                f = min(only["facts"])
+            return f
+
+        withdrawn = any(set(codes[u]) - SUBSTITUTING for u in used)
+        bindings: dict[str, str] = {}
+        for u in used:
+            if codes[u] and set(codes[u]) <= SUBSTITUTING:
+                found = replacement(u)
+                if found is None:
+                    withdrawn = True
+                else:
+                    bindings[u] = found
+        if withdrawn:
+            verdict, bindings = "REJECT", {}
+        elif bindings or any(u in recheck for u in used):
+            verdict = "ADAPT"
+        else:
+            applicability = event.get("applicability", "applicable")
+            verdict = {"applicable": "KEEP", "adaptable": "ADAPT", "unusable": "REJECT"}[
+                applicability
+            ]
+        reasons = sorted(
+            (
+                {"fact": u, "code": c, "events": codes[u][c]["events"]}
+                for u in used
+                for c in codes[u]
+            ),
+            key=lambda r: (r["fact"], r["code"]),
+        )
+        return {
+            "experience": event.get("experience"),
+            "verdict": verdict,
+            "bindings": bindings,
+            "reasons": reasons,
+        }
+
+    # -- §6 known unknowns, §8 chain head ----------------------------------------------
+
+    def known_unknowns(
+        self, ids: list[str], codes: dict[str, dict[str, dict[str, Any]]], admitted: set[str]
+    ) -> list[str]:
+        keys = []
+        for key in sorted({self.key(f) for f in ids}):
+            in_scope = [
+                f
+                for f in ids
+                if self.key(f) == key and self.contains(self.scope(f), self.actor["scope"])
+            ]
+            if not in_scope or any(f in admitted for f in in_scope):
+                continue
+            hidden = all(set(codes[f]) & HIDDEN for f in in_scope)
+            if hidden and not self.policy.restricted_keys:
+                continue
+            keys.append(key)
+        return keys
+
+    def head(self) -> str:
+        head = bytes(32)
+        for event in self.cut:
+            head = hashlib.sha256(head + event.canonical().encode("utf-8")).digest()
+        return head.hex()
