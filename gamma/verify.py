@@ -237,14 +237,21 @@ def check_rows(
         previous = row
     head = computed.hex()
     found = problem or keyed_problem or expectations.judge(head, count)
+    return _report(source, found, count, head, keyed.hex() if key is not None else None)
+
+
+def _report(
+    source: str, found: _Problem | None, count: int, head: str, keyed_head: str | None
+) -> VerifyReport:
+    """The report of a finished pass: ok, or the first problem found."""
     kind, position, event, detail = found if found else (None, None, None, None)
     return VerifyReport(
         source=source,
         ok=found is None,
         events=count,
         head=head,
-        keyed=key is not None,
-        keyed_head=keyed.hex() if key is not None else None,
+        keyed=keyed_head is not None,
+        keyed_head=keyed_head,
         kind=kind,
         position=position,
         event=event,
@@ -433,19 +440,7 @@ def verify_file(
         expectations.observe(computed.hex(), count, event.id)
     head = computed.hex()
     found = expectations.judge(head, count)
-    kind, position, event_id, detail = found if found else (None, None, None, None)
-    return VerifyReport(
-        source=source,
-        ok=found is None,
-        events=count,
-        head=head,
-        keyed=key is not None,
-        keyed_head=keyed.hex() if key is not None else None,
-        kind=kind,
-        position=position,
-        event=event_id,
-        detail=detail,
-    )
+    return _report(source, found, count, head, keyed.hex() if key is not None else None)
 
 
 def verify_path(
