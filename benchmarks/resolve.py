@@ -259,10 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the JSON here (default stdout)")
+    parser.add_argument(
+        "--cli-gc",
+        action="store_true",
+        help="collect garbage as the gamma command does (gc.set_threshold(100_000, 50, 100))"
+        " instead of with Python's defaults, as a library caller gets",
+    )
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker is not None:  # one size, in a fresh process, JSON on stdout
+        if args.cli_gc:
+            gc.set_threshold(100_000, 50, 100)
         result = run_size(args.worker, args.seed, args.repeat, args.budget)
         json.dump(result, sys.stdout)
         return 0
@@ -274,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             f"median wall time of up to {args.repeat} runs (min and median CPU time also"
             " given), gc on, gc.collect() before each run"
         ),
+        "gc": "the gamma command's thresholds (100000, 50, 100)" if args.cli_gc else "Python defaults",
         "command": " ".join(
             ["python", "benchmarks/resolve.py", *(argv if argv is not None else sys.argv[1:])]
         ),
@@ -295,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(args.repeat),
                 "--budget",
                 str(args.budget),
+                *(["--cli-gc"] if args.cli_gc else []),
             ],
             stdout=subprocess.PIPE,
             text=True,
