@@ -27,18 +27,16 @@ import attrs
 from .canonical import parse_ts
 from .chain import GENESIS, step
 from .events import canonical_event
+from .experiences import verdict_of
 from .model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke
 from .policy import DEFAULT_POLICY, Policy
 from .resolution import (
-    SUBSTITUTING_CODES,
     VALIDITY_CODES,
     Admitted,
     Excluded,
-    ExperienceVerdict,
     Ignored,
     Reason,
     Resolution,
-    UsedReason,
 )
 
 __all__ = ["resolve", "scope_contains", "specificity"]
@@ -342,7 +340,7 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         excluded=tuple(sorted(excluded, key=lambda x: x.fact)),
         experiences=tuple(
             sorted(
-                (_verdict(x, fold, codes, admitted_ids, recheck) for x in fold.experiences),
+                (verdict_of(x, codes, admitted_ids, recheck) for x in fold.experiences),
                 key=lambda v: v.experience,
             )
         ),
@@ -484,69 +482,6 @@ def _ignore_key_access(fold: _Fold) -> None:
         for fact in by_key.get(key, ()):
             if fact.rank > rank:
                 fold.ignored.add((event_id, _INSUFFICIENT, fact.id))
-
-
-def _verdict(
-    experience: Experience,
-    fold: _Fold,
-    codes: dict[str, dict[str, Reason]],
-    admitted: set[str],
-    recheck: dict[str, set[str]],
-) -> ExperienceVerdict:
-    """KEEP / ADAPT / REJECT from the used facts' governance, then the applicability."""
-    reasons: list[UsedReason] = []
-    bindings: dict[str, str] = {}
-    withdrawn = False
-    needs_recheck = False
-    for used in dict.fromkeys(experience.uses or ()):  # a fact listed twice is one use
-        used_codes = codes[used]
-        for code in sorted(used_codes):
-            reasons.append(UsedReason(fact=used, code=code, events=used_codes[code].events))
-        if not used_codes:
-            needs_recheck = needs_recheck or used in recheck
-        elif set(used_codes) <= SUBSTITUTING_CODES:
-            replacement = _replacement(used, codes, admitted)
-            if replacement is None:
-                withdrawn = True
-            else:
-                bindings[used] = replacement
-        else:
-            withdrawn = True
-    if withdrawn:
-        verdict = "REJECT"
-        bindings = {}
-    elif bindings or needs_recheck:
-        verdict = "ADAPT"
-    else:
-        verdict = {"applicable": "KEEP", "adaptable": "ADAPT", "unusable": "REJECT"}[
-            experience.applicability or "applicable"
-        ]
-    return ExperienceVerdict(
-        experience=experience.experience,
-        verdict=verdict,  # type: ignore[arg-type]
-        bindings=tuple(sorted(bindings.items())),
-        reasons=tuple(sorted(reasons, key=lambda r: (r.fact, r.code))),
-    )
-
-
-def _replacement(fact_id: str, codes: dict[str, dict[str, Reason]], admitted: set[str]) -> str | None:
-    """Follow superseded/outranked/overridden links to the admitted fact that now holds the value."""
-    seen = {fact_id}
-    current = fact_id
-    while current not in admitted:
-        reasons = codes[current]
-        if not reasons or not set(reasons) <= SUBSTITUTING_CODES:
-            return None
-        nxt = None
-        for code in ("superseded", "outranked", "overridden"):
-            if code in reasons and reasons[code].facts:
-                nxt = reasons[code].facts[0]
-                break
-        if nxt is None or nxt in seen:
-            return None
-        seen.add(nxt)
-        current = nxt
-    return current
 
 
 def _known_unknowns(
