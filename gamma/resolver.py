@@ -59,7 +59,6 @@ class _Fact:
     """Mutable working record of one fact during the fold (never leaves this module)."""
 
     event: Assert
-    pos: int
     rank: int
     scope: str
     id: str = attrs.field(init=False)
@@ -68,7 +67,6 @@ class _Fact:
     retracted_by: str | None = None
     superseded_by: _Fact | None = None
     superseding_event: str | None = None
-    took_effect: bool = False
 
     def __attrs_post_init__(self) -> None:
         self.id = self.event.fact
@@ -109,7 +107,6 @@ class _Fold:
     def on_assert(self, pos: int, event: Assert) -> None:
         fact = _Fact(
             event=event,
-            pos=pos,
             rank=self.policy.authority_rank(event.authority),
             scope=event.scope or "global",
         )
@@ -172,7 +169,6 @@ class _Fold:
     def take_effect(self, fact: _Fact) -> None:
         if not fact.live:
             return
-        fact.took_effect = True
         for target_id in fact.event.supersedes or ():
             target = self.facts[target_id]
             if fact.rank >= target.rank:
@@ -296,14 +292,12 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         if not scope_contains(fact.scope, actor.scope):
             codes[fact.id]["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
     _precedence(fold, codes)
-    hidden_events: dict[str, list[str]] = {}
     clearance = policy.clearance_rank(actor.clearance)
     for fact in fold.order:
         granted, access_events = fold.access_events(fact)
         if not _may_see(fact, actor, granted, clearance, policy):
             events = tuple(sorted({fact.event.id, *access_events}))
             codes[fact.id]["access_denied"] = Reason("access_denied", events)
-        hidden_events[fact.id] = access_events
     recheck = _propagate(fold, codes, policy)
     admitted: list[Admitted] = []
     excluded: list[Excluded] = []
