@@ -70,8 +70,8 @@ BASE = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TENANTS = ("acme", "globex")
 KEYS = ("k1", "k2", "k3", "odd key")
 _KEY_CHOICES = ("k1", "k2", "k1", "k2", "k3", "odd key")  # same-key collisions are the point
-# "Dense" logs: one or two keys, every assert scoped and ranked, no validity windows; this is
-# where supersession, outranked and overridden happen most.
+# "Dense" logs: one or two keys, every assert scoped and ranked, no expiry, a few deferred
+# starts; this is where supersession, outranked and overridden happen most.
 _DENSE_KEYS = ("k1", "k1", "k2")
 _DENSE_SCOPES = ("global", "a", "a/b", "a/x")
 SCOPES = ("global", "a", "a/b", "a/x", "a/b/c", "b")
@@ -121,8 +121,11 @@ _STEPS = (
 _VALID_OFFSETS = (1, 0, -1, 3, 10, -10, 60)
 _VALID_SPANS = (1, 2, 10, 60)
 
+_DEFERRALS = (1, 3, 10)
+
 # Absent (the field is not written) is the common case and the one shrinking goes to.
 _sometimes = st.sampled_from((False, False, True))
+_rarely = st.sampled_from((False, False, False, True))
 
 
 def _maybe(draw: st.DrawFn, strategy: st.SearchStrategy[Any]) -> Any:
@@ -375,7 +378,10 @@ def _draw_event(
         if draw(_sometimes):
             line["visibility"] = _visibility(draw, b.policy)
         start: datetime | None = None
-        if not b.dense and draw(_sometimes):
+        if b.dense and draw(_rarely):  # a deferred effect: it supersedes when it starts
+            start = ts + timedelta(minutes=draw(st.sampled_from(_DEFERRALS)))
+            line["valid_from"] = format_ts(start)
+        elif not b.dense and draw(_sometimes):
             start = ts + timedelta(minutes=draw(st.sampled_from(_VALID_OFFSETS)))
             line["valid_from"] = format_ts(start)
         if not b.dense and draw(_sometimes):

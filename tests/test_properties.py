@@ -601,7 +601,7 @@ class TestVisibilityRule:
 
     @given(st.data())
     def test_a_grant_gives_sight_and_a_revoke_takes_it_back(self, data: st.DataObject) -> None:
-        """A grant of a fact to a role of A gives A sight of it (clearance permitting), and a revoke that follows makes every fact's visibility what it was without either."""
+        """A grant of a fact to a role of A gives A sight of it (clearance permitting), a revoke that follows makes every fact's visibility what it was, and a grant below the fact's authority gives nothing."""
         scenario = data.draw(scenarios(), label="scenario")
         log, policy = scenario.log, scenario.policy
         targets = asserts(log, tenant=scenario.actor["tenant"])
@@ -635,7 +635,16 @@ class TestVisibilityRule:
         needed = policy.clearance_rank(target.get("visibility", {}).get("clearance"))
         if needed <= policy.clearance_rank(actor.get("clearance")):
             assert not granted[target["fact"]]
-        assert access([change("grant", 1), change("revoke", 2)]) == access([])
+        before = access([])
+        assert access([change("grant", 1), change("revoke", 2)]) == before
+        # and a grant below the fact's authority, by fact or by key, gives nothing
+        rank = policy.authority_rank(target.get("authority"))
+        if rank > 0:
+            low = data.draw(st.sampled_from(policy.authority_ladder[:rank]), label="low")
+            by_fact = {**change("grant", 3), "authority": low}
+            by_key = {**by_fact, "id": "audit4", "key": target["key"]}
+            del by_key["fact"]
+            assert access([by_fact, by_key])[target["fact"]] == before[target["fact"]]
 
     @given(scenarios())
     def test_grants_never_lower_the_clearance_bar(self, scenario: Scenario) -> None:
