@@ -19,26 +19,15 @@ import attrs
 
 from ._statebench_fields import _join, _obj, _opt_list, _req, _text
 from ._statebench_read import _Build, _Fact
+from .resolution import SUBSTITUTING_CODES, VALIDITY_CODES
 
 # expected_applicability -> the experience applicability that yields it when
 # the state is valid (the paper's table, valid row).
 _APPLICABILITY_FOR_VERDICT = {"KEEP": "applicable", "ADAPT": "adaptable", "REJECT": "unusable"}
 
-_SUBSTITUTING = frozenset({"superseded", "outranked", "overridden"})
-_VALIDITY = frozenset(
-    {
-        "draft",
-        "hypothetical",
-        "not_yet_valid",
-        "expired",
-        "retracted",
-        "superseded",
-        "outranked",
-        "overridden",
-        "dependency_invalidated",
-    }
-)
-_HIDDEN = frozenset({"access_denied", "dependency_restricted"})
+_SUBSTITUTING = SUBSTITUTING_CODES
+_VALIDITY = VALIDITY_CODES
+_HIDDEN = frozenset({"access_denied", "dependency_restricted"})  # hidden from the actor
 
 
 def _mentions(text: str, phrase: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from .convert import json_type
 from .errors import InputError
 
 _MAX_INT = 2**53 - 1
@@ -47,20 +48,7 @@ def _text(value: Any, path: str, *, empty: bool = True) -> str:
     return value
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number with a fraction"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+_json_type = json_type  # the importer's messages name JSON types as the event reader does
 
 
 def _obj(value: Any, path: str) -> dict[str, Any]:

@@ -21,24 +21,24 @@ from .errors import MissingFieldError, UnknownFieldError, ValueTypeError
 from .model import EVENT_TYPES, Actor, Visibility
 from .resolution import Reason
 
-__all__ = ["converter", "check_keys", "first_failure"]
+__all__ = ["converter", "check_keys", "first_failure", "json_type"]
 
 
 def _structure_str(value: Any, _: Any) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {_json_type(value)}")
+        raise TypeError(f"expected a string, got {json_type(value)}")
     return value
 
 
 def _structure_bool(value: Any, _: Any) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"expected true or false, got {_json_type(value)}")
+        raise TypeError(f"expected true or false, got {json_type(value)}")
     return value
 
 
 def _structure_str_tuple(value: Any, _: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise TypeError(f"expected a list of strings, got {_json_type(value)}")
+        raise TypeError(f"expected a list of strings, got {json_type(value)}")
     for index, item in enumerate(value):
         if not isinstance(item, str) or not item:
             raise TypeError(f"item {index} must be a non-empty string, got {item!r}")
@@ -48,7 +48,7 @@ def _structure_str_tuple(value: Any, _: Any) -> tuple[str, ...]:
 def _structure_value(value: Any, _: Any) -> str | int | bool:
     if isinstance(value, (str, bool, int)) and not isinstance(value, float):
         return value
-    raise TypeError(f"expected a string, an integer or a boolean, got {_json_type(value)}")
+    raise TypeError(f"expected a string, an integer or a boolean, got {json_type(value)}")
 
 
 def _structure_ts(value: Any, _: Any) -> datetime:
@@ -62,13 +62,16 @@ def _structure_literal(value: Any, tp: Any) -> Any:
     return value
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value, as an error message names it."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
         return "an integer"
+    if isinstance(value, float):
+        return "a number with a fraction"
     if isinstance(value, str):
         return "a string"
     if isinstance(value, list):
@@ -85,7 +88,7 @@ def _is_pairs(tp: Any) -> bool:
 
 def _structure_pairs(value: Any, _: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, dict):
-        raise TypeError(f"expected an object, got {_json_type(value)}")
+        raise TypeError(f"expected an object, got {json_type(value)}")
     return tuple(sorted((_structure_str(k, str), _structure_str(v, str)) for k, v in value.items()))
 
 
