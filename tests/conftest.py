@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, settings
 
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.register_profile(
@@ -37,7 +37,6 @@ settings.register_profile(
     deadline=None,
     stateful_step_count=100,
     suppress_health_check=[HealthCheck.too_slow],
-    phases=tuple(Phase),
 )
 
 _PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")

@@ -582,12 +582,15 @@ def scenarios(
     policy: Policy | st.SearchStrategy[Policy] | None = None,
     max_size: int = 12,
     tenant: str | None = "acme",
+    tenants: Sequence[str] | None = None,
 ) -> Scenario:
     """A log, an actor (of ``tenant``, the log's busiest tenant, unless None) and a time.
 
-    Half the logs hold one tenant only: denser, so precedence and supersession happen more.
+    Unless ``tenants`` is given, half the logs hold one tenant only: denser, so precedence
+    and supersession happen more.
     """
-    tenants = draw(st.sampled_from((TENANTS, TENANTS[:1])))
+    if tenants is None:
+        tenants = draw(st.sampled_from((TENANTS, TENANTS[:1])))
     log = draw(logs(policy=policy, tenants=tenants, max_size=max_size))
     return Scenario(log, draw(actors(log, tenant=tenant)), draw(probe_times(log)))
 

@@ -22,9 +22,9 @@ from gamma.canonical import parse_ts
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
 
-# Found by this test. SPEC §4 phase 3: access_denied names "its assert and the effective
-# grant and revoke events about f that match A"; e1 is a revoke about F1's key, matching
-# alice, with enough authority (SPEC §3's meaning of effective), so it is named.
+# Found by this test (Γ named only revokes that ended a grant, the SPEC of then named every
+# effective one); SPEC §4 phase 3 now says access_denied names the grants and revokes that
+# changed A's access, so e1, a revoke of a key never granted to alice, is not named.
 REVOKE_WITHOUT_GRANT = Scenario(
     Log.of(
         [

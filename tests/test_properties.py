@@ -64,6 +64,9 @@ HIDDEN = frozenset({"access_denied", "dependency_restricted"})
 # A handful of examples for the tests that start processes: each example is a batch of
 # scenarios, so a few examples still cover dozens of logs.
 FEW = max(3, min(25, settings().max_examples // 50))
+# The tests that open an SQLite store (synchronous=FULL, one file per example) run the
+# profile's examples, capped for the nightly profile: 2,000 stores are plenty.
+STORES = min(settings().max_examples, 2_000)
 
 
 def resolve(log: Log, actor: dict[str, Any], at: datetime) -> Resolution:
@@ -303,7 +306,7 @@ class TestValidityAndPrecedenceRules:
                 assert ("outranked" in codes) == (rank(c) < top), c
                 assert ("overridden" in codes) == (not winner and rank(c) == top), c
 
-    @given(scenarios(policy=policies().filter(lambda p: p.same_key)))
+    @given(scenarios(policy=policies().filter(lambda p: p.same_key), tenants=("acme",)))
     def test_a_fact_in_effect_leaves_no_older_rival_standing(self, scenario: Scenario) -> None:
         """With same_key, once a fact has taken effect (deferred by valid_from or not), every earlier-committed fact of its key and scope at or below its authority is superseded, unless retracted first."""
         r = resolved(scenario)
@@ -716,7 +719,7 @@ class TestRoundTrips:
         cut = scenario.log.prefix(scenario.at)
         assert r.log == head_of(canonical_json(line) for line in cut.lines)
 
-    @settings(max_examples=max(FEW, settings().max_examples // 5), deadline=None)
+    @settings(max_examples=STORES, deadline=None)
     @given(log=logs())
     def test_events_to_store_to_export(
         self, log: Log, tmp_path_factory: pytest.TempPathFactory
@@ -757,7 +760,7 @@ class TestRejection:
             parse_events(malformed.text.split("\n"), policy=malformed.policy)
         _check_refused(caught.value, malformed, line=malformed.line)
 
-    @settings(max_examples=max(FEW, settings().max_examples // 5), deadline=None)
+    @settings(max_examples=STORES, deadline=None)
     @given(data=st.data())
     def test_a_refused_batch_leaves_the_store_unchanged(
         self, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
