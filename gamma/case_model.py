@@ -20,6 +20,7 @@ import attrs
 
 from .canonical import format_ts
 from .events import event_to_json
+from .experiences import FACTORIAL_TABLE as GOVERNANCE_TABLE
 from .grading import Pool
 from .model import Actor, Event
 from .policy import DEFAULT_POLICY, Policy
@@ -59,19 +60,9 @@ VERDICTS: tuple[str, ...] = ("KEEP", "ADAPT", "REJECT")
 MODES: tuple[str, ...] = ("status", "salience", "sequence", "compound", "anti-trap")
 DECIDERS: tuple[str, ...] = ("engine", "model")
 
-#: The governance paper's table (SPEC §7): the verdict each factorial cell expects.
+#: The governance paper's table (SPEC §7), flat: the verdict each factorial cell expects.
 FACTORIAL_TABLE: Mapping[str, str] = MappingProxyType(
-    {
-        f"{g}/{a}": (
-            {"applicable": "KEEP", "adaptable": "ADAPT", "unusable": "REJECT"}[a]
-            if g == "valid"
-            else "ADAPT"
-            if g in ("superseded", "outranked")
-            else "REJECT"
-        )
-        for g in GOVERNANCE
-        for a in APPLICABILITY
-    }
+    {f"{g}/{a}": v for g, row in GOVERNANCE_TABLE.items() for a, v in row.items()}
 )
 
 

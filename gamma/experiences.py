@@ -11,7 +11,27 @@ from __future__ import annotations
 from .model import Experience
 from .resolution import SUBSTITUTING_CODES, ExperienceVerdict, Reason, UsedReason
 
-__all__ = ["verdict_of"]
+__all__ = ["FACTORIAL_TABLE", "expected_verdict", "verdict_of"]
+
+#: The governance x applicability table of the governance paper (SPEC §7):
+#: governance status of the used fact -> applicability -> verdict.
+FACTORIAL_TABLE: dict[str, dict[str, str]] = {
+    "valid": {"applicable": "KEEP", "adaptable": "ADAPT", "unusable": "REJECT"},
+    "superseded": {"applicable": "ADAPT", "adaptable": "ADAPT", "unusable": "ADAPT"},
+    "outranked": {"applicable": "ADAPT", "adaptable": "ADAPT", "unusable": "ADAPT"},
+    "expired": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
+    "unauthorized": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
+    "draft": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
+}
+
+
+def expected_verdict(cell: str) -> str:
+    """The paper's verdict for a cell written ``governance/applicability``."""
+    governance, _, applicability = cell.partition("/")
+    try:
+        return FACTORIAL_TABLE[governance][applicability]
+    except KeyError:
+        raise ValueError(f"unknown factorial cell {cell!r}") from None
 
 
 def verdict_of(
@@ -45,9 +65,7 @@ def verdict_of(
     elif bindings or needs_recheck:
         verdict = "ADAPT"
     else:
-        verdict = {"applicable": "KEEP", "adaptable": "ADAPT", "unusable": "REJECT"}[
-            experience.applicability or "applicable"
-        ]
+        verdict = FACTORIAL_TABLE["valid"][experience.applicability or "applicable"]
     return ExperienceVerdict(
         experience=experience.experience,
         verdict=verdict,  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from .canonical import canonical_json, format_ts, parse_ts
 from .convert import check_keys, converter, first_failure
 from .errors import InputError
 from .events import decode_json, parse_actor
+from .experiences import FACTORIAL_TABLE, expected_verdict
 from .findings import LogFacts, Stated, check_response, parse_stated
 from .grading import Pool, grade
 from .model import Event
@@ -32,26 +33,6 @@ from .tokens import find
 __all__ = ["FACTORIAL_TABLE", "Rate", "ResponseLine", "Score", "expected_verdict", "load_responses", "score"]
 
 Side = Literal["positive", "counterfactual"]
-
-# The governance x applicability table of the governance paper (SPEC §7).
-FACTORIAL_TABLE: dict[str, dict[str, str]] = {
-    "valid": {"applicable": "KEEP", "adaptable": "ADAPT", "unusable": "REJECT"},
-    "superseded": {"applicable": "ADAPT", "adaptable": "ADAPT", "unusable": "ADAPT"},
-    "outranked": {"applicable": "ADAPT", "adaptable": "ADAPT", "unusable": "ADAPT"},
-    "expired": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
-    "unauthorized": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
-    "draft": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
-}
-
-
-def expected_verdict(cell: str) -> str:
-    """The paper's verdict for a cell written ``governance/applicability``."""
-    governance, _, applicability = cell.partition("/")
-    try:
-        return FACTORIAL_TABLE[governance][applicability]
-    except KeyError:
-        raise ValueError(f"unknown factorial cell {cell!r}") from None
-
 
 @attrs.frozen(kw_only=True)
 class ResponseLine:
