@@ -35,19 +35,11 @@ from ._statebench_fields import (
     _ts,
     _value,
 )
+from .policy import DEFAULT_POLICY
 
-# The default policy's authority ladder, low to high (DESIGN section 4).  The
-# importer only reasons about outcomes under the default policy.
-AUTHORITY_LADDER: tuple[str, ...] = (
-    "unverified",
-    "system",
-    "subordinate",
-    "peer",
-    "manager",
-    "executive",
-    "policy",
-)
-DEFAULT_AUTHORITY = "peer"
+# The importer only reasons about outcomes under the default policy (DESIGN section 4).
+AUTHORITY_LADDER: tuple[str, ...] = DEFAULT_POLICY.authority_ladder
+DEFAULT_AUTHORITY = DEFAULT_POLICY.authority_default
 # Clearance given to a ``[RESTRICTED: ...]`` fact: above the default
 # ("public") clearance every imported actor has.
 RESTRICTED_CLEARANCE = "confidential"

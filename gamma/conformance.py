@@ -12,7 +12,7 @@ exactly when a case passes.
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, SimpleNamespace
 from typing import Any, cast
@@ -29,7 +29,7 @@ from .grading import Pool, mentions
 from .model import Assert, Experience
 from .readers import READERS, REFUSAL, value_text
 from .resolution import Resolution
-from .scoring import Rate, score
+from .scoring import Rate, pair_table, score
 
 __all__ = ["FAILING_FINDINGS", "STATUSES", "CaseResult", "Report", "Said", "external_said",
            "judge", "metrics", "quote", "reader_said", "reference_said", "run"]
@@ -438,36 +438,11 @@ def metrics(results: Sequence[CaseResult]) -> dict[str, Any]:
 
 
 def _pairs(results: Sequence[CaseResult]) -> dict[str, Any]:
-    sides: dict[str, dict[str, bool]] = defaultdict(dict)
-    axis_of: dict[str, str] = {}
-    decidable: dict[str, str | None] = {}
-    for r in results:
-        if r.pair is not None and r.side is not None:
-            sides[r.pair][r.side] = r.grade == "gold"
-            axis = axis_of.setdefault(r.pair, r.axis or "unknown")
-            decidable[axis] = decidable.get(axis) or r.decidable_by
-    counts: dict[str, Counter[str]] = {}
-    for pair, got in sorted(sides.items()):
-        c = counts.setdefault(axis_of[pair], Counter())
-        if len(got) < 2:
-            c["incomplete"] += 1
-            continue
-        c["pairs"] += 1
-        c["both"] += got["positive"] and got["counterfactual"]
-        c["positive"] += got["positive"]
-        c["counterfactual"] += got["counterfactual"]
-    return {
-        axis: {
-            "decidable_by": decidable[axis],
-            "pairs": c["pairs"],
-            "incomplete": c["incomplete"],
-            "pair_accuracy": Rate(c["both"], c["pairs"]).to_dict(),
-            "positive": Rate(c["positive"], c["pairs"]).to_dict(),
-            "counterfactual": Rate(c["counterfactual"], c["pairs"]).to_dict(),
-            "delta": (c["positive"] - c["counterfactual"]) / c["pairs"] if c["pairs"] else None,
-        }
-        for axis, c in sorted(counts.items())
-    }
+    return pair_table(
+        (r.pair, r.side, r.axis, r.decidable_by, r.grade == "gold")
+        for r in results
+        if r.pair is not None and r.side is not None
+    )
 
 
 def _factorial(results: Sequence[CaseResult]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import attrs
 
 from .errors import InputError
 from .model import Actor, Assert, Event
-from .policy import DEFAULT_POLICY, Policy
+from .policy import Policy
 from .resolution import VISIBILITY_CODES, Resolution
 from .resolver import resolve
 from .tokens import Token, extract, find, value_tokens
@@ -318,15 +318,9 @@ def validate(
     policy: Policy | None = None,
 ) -> Validation:
     """V(response, Γ(log, actor, at)): the violations of one response, for an agent to act on."""
-    if isinstance(log, (str, Path)):
-        from .sources import open_log
+    from .sources import events_and_policy
 
-        loaded = open_log(log, policy=policy)
-        events: Sequence[Event] = loaded.events
-        policy = policy or loaded.store_policy
-    else:
-        events = log
-    policy = policy or DEFAULT_POLICY
+    events, policy = events_and_policy(log, policy)
     resolution = resolve(events, actor, at, policy)
     stated = parse_stated(response, verdict=verdict, bindings=bindings)
     found = check_response(

@@ -200,15 +200,9 @@ def score(
     or of response objects (dicts, validated as lines are). A store's policy is
     used when ``policy`` is not given.
     """
-    if isinstance(log, (str, Path)):
-        from .sources import open_log
+    from .sources import events_and_policy
 
-        loaded = open_log(log, policy=policy)
-        events: Sequence[Event] = loaded.events
-        policy = policy or loaded.store_policy
-    else:
-        events = log
-    policy = policy or DEFAULT_POLICY
+    events, policy = events_and_policy(log, policy)
     if isinstance(responses, (str, Path)):
         lines = load_responses(responses, policy=policy)
     else:  # checked as lines of a file are: duplicate cases, pair sides, cells...
@@ -295,45 +289,55 @@ def _chance_to_leak(resolution: Resolution, facts: LogFacts, question: str) -> b
 
 
 def _pairs(rows: list[tuple[Any, Resolution, Stated, Any]]) -> dict[str, Any]:
-    """Pair accuracy per axis, sides matched by pair id; a side is right when it grades gold."""
-    sides: dict[str, dict[str, bool]] = defaultdict(dict)
+    """Pair accuracy of scored lines; a side is right when its prose grades gold."""
+    return pair_table(
+        (line.pair, line.side, line.axis, line.decidable_by,
+         grade(stated.text, Pool.from_json(line.pool)) == "gold")
+        for line, _, stated, _ in rows
+        if line.pair is not None
+    )
+
+
+def pair_table(sides: Iterable[tuple[str, str, str | None, str | None, bool]]) -> dict[str, Any]:
+    """Pair accuracy per axis from ``(pair, side, axis, decidable_by, correct)`` rows.
+
+    Sides are matched by pair id, never by position; a pair with one side is
+    ``incomplete``. An axis is decidable by what any of its sides says.
+    """
+    rows = list(sides)
+    got: dict[str, dict[str, bool]] = defaultdict(dict)
     axis_of: dict[str, str | None] = {}
+    for pair, side, axis, _, correct in rows:
+        got[pair][side] = correct
+        axis_of[pair] = axis_of.get(pair) or axis
     decidable: dict[str, str | None] = {}
-    for line, _, stated, _ in rows:
-        if line.pair is None:
-            continue
-        sides[line.pair][line.side] = grade(stated.text, Pool.from_json(line.pool)) == "gold"
-        axis_of[line.pair] = axis_of.get(line.pair) or line.axis
-    for line, *_ in rows:  # an axis is decidable by what any of its lines says (checked consistent)
-        if line.pair is not None:
-            axis = axis_of[line.pair] or "unknown"
-            decidable[axis] = decidable.get(axis) or line.decidable_by
+    for pair, _, _, decider, _ in rows:
+        axis = axis_of[pair] or "unknown"
+        decidable[axis] = decidable.get(axis) or decider
     counts: dict[str, Counter[str]] = {}
-    for pair in sorted(sides):
+    for pair in sorted(got):
         c = counts.setdefault(axis_of[pair] or "unknown", Counter())
-        got = sides[pair]
-        if len(got) < 2:
+        both = got[pair]
+        if len(both) < 2:
             c["incomplete"] += 1
             continue
         c["pairs"] += 1
-        c["both"] += got["positive"] and got["counterfactual"]
-        c["positive"] += got["positive"]
-        c["counterfactual"] += got["counterfactual"]
-    result = {}
-    for axis, c in sorted(counts.items()):
-        positive, counterfactual = Rate(c["positive"], c["pairs"]), Rate(c["counterfactual"], c["pairs"])
-        # Δ = positive rate − counterfactual rate, computed as one division (no float drift)
-        delta = (c["positive"] - c["counterfactual"]) / c["pairs"] if c["pairs"] else None
-        result[axis] = {
+        c["both"] += both["positive"] and both["counterfactual"]
+        c["positive"] += both["positive"]
+        c["counterfactual"] += both["counterfactual"]
+    return {
+        axis: {
             "decidable_by": decidable[axis],
             "pairs": c["pairs"],
             "incomplete": c["incomplete"],
             "pair_accuracy": Rate(c["both"], c["pairs"]).to_dict(),
-            "positive": positive.to_dict(),
-            "counterfactual": counterfactual.to_dict(),
-            "delta": delta,
+            "positive": Rate(c["positive"], c["pairs"]).to_dict(),
+            "counterfactual": Rate(c["counterfactual"], c["pairs"]).to_dict(),
+            # Δ = positive rate − counterfactual rate, as one division (no float drift)
+            "delta": (c["positive"] - c["counterfactual"]) / c["pairs"] if c["pairs"] else None,
         }
-    return result
+        for axis, c in sorted(counts.items())
+    }
 
 
 def _factorial(rows: list[tuple[Any, Resolution, Stated, Any]], facts: LogFacts) -> dict[str, Any]:

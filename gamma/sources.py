@@ -5,6 +5,7 @@ I/O lives here (and in the store), never in the resolver.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -14,7 +15,7 @@ from .events import check_names, load_events
 from .model import Event
 from .policy import DEFAULT_POLICY, Policy
 
-__all__ = ["LoadedLog", "is_store", "open_log"]
+__all__ = ["LoadedLog", "is_store", "open_log", "events_and_policy"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -49,3 +50,14 @@ def open_log(path: str | Path, *, policy: Policy | None = None) -> LoadedLog:
             check_names(events, policy, source=f"{path} (event position)")
         return LoadedLog(events, store_policy)
     return LoadedLog(load_events(path, policy=policy or DEFAULT_POLICY))
+
+
+def events_and_policy(
+    log: str | Path | Sequence[Event], policy: Policy | None
+) -> tuple[Sequence[Event], Policy]:
+    """A log given as a path (file or store) or as events, and the policy to resolve it under:
+    the one given, else a store's own, else the default."""
+    if isinstance(log, (str, Path)):
+        loaded = open_log(log, policy=policy)
+        return loaded.events, policy or loaded.store_policy or DEFAULT_POLICY
+    return log, policy or DEFAULT_POLICY
