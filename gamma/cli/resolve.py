@@ -6,7 +6,7 @@ import click
 
 from ..logs import command
 from ..resolver import resolve
-from ..sources import open_log
+from ..sources import events_and_policy
 from .options import (
     actor_option,
     at_option,
@@ -44,18 +44,16 @@ def resolve_command(
     """Resolve LOG for an actor at a time: what may the actor rely on, and why not the rest."""
     with command("resolve", log=log, format=fmt) as record:
         at_ts = read_at(at)
-        explicit = read_policy(policy_path) if policy_path else None
-        loaded = open_log(log, policy=explicit)
-        policy = explicit or loaded.store_policy or read_policy(None)
+        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)
-        resolution = resolve(loaded.events, who, at_ts, policy)
+        resolution = resolve(events, who, at_ts, policy)
         if audit_path is not None:
             from ..audit import write_audit
 
-            write_audit(audit_path, resolution, loaded.events)
+            write_audit(audit_path, resolution, events)
         click.echo(resolution.render(fmt), nl=fmt == "json")
         record.update(
-            events=len(loaded.events),
+            events=len(events),
             admitted=len(resolution.admitted),
             excluded=len(resolution.excluded),
             digest=resolution.digest,

@@ -13,7 +13,7 @@ from ..findings import LogFacts, check_response, parse_stated
 from ..logs import command
 from ..resolver import resolve
 from ..scoring import Rate, score
-from ..sources import open_log
+from ..sources import events_and_policy
 from . import exit_with
 from .options import (
     actor_option,
@@ -46,16 +46,14 @@ def validate_command(
 ) -> None:
     """Check one response against Γ before acting on it: exit 0 ok, 1 violations."""
     with command("validate", log=log) as record:
-        explicit = read_policy(policy_path) if policy_path else None
-        loaded = open_log(log, policy=explicit)
-        policy = explicit or loaded.store_policy or read_policy(None)
+        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)
-        resolution = resolve(loaded.events, who, read_at(at), policy)
+        resolution = resolve(events, who, read_at(at), policy)
         stated = parse_stated(
             _text(response, "--response"), verdict=verdict, bindings=_bindings(bindings)
         )
         found = check_response(
-            resolution, LogFacts(loaded.events), question=question, stated=stated,
+            resolution, LogFacts(events), question=question, stated=stated,
             context=_text(context, "--context") if context is not None else None,
             experience=experience,
         )
@@ -92,10 +90,8 @@ def _bindings(text: str | None) -> dict[str, str] | None:
 def score_command(responses: str, log: str, policy_path: str | None, as_json: bool) -> None:
     """Score RESPONSES.jsonl with judge-free metrics: GBR, URR, pairs, factorial, pool."""
     with command("score", responses=responses, log=log) as record:
-        explicit = read_policy(policy_path) if policy_path else None
-        loaded = open_log(log, policy=explicit)
-        policy = explicit or loaded.store_policy or read_policy(None)
-        result = score(responses, loaded.events, policy=policy)
+        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
+        result = score(responses, events, policy=policy)
         data = result.to_dict()
         click.echo(dumps(data) if as_json else render_score(data), nl=True)
         record.update(responses=data["responses"], findings=len(data["findings"]))
