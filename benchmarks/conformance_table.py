@@ -14,9 +14,9 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from gamma.cases import MODES, load_cases
-from gamma.conformance import Report, run
-from gamma.readers import READERS
+from gamma.conformance.cases import MODES, load_cases
+from gamma.conformance.readers import READERS
+from gamma.conformance.runner import Report, run
 
 COLUMNS = ("system", "passed", "pair accuracy", "Δ", "factorial", "correct rejection",
            "false refusal", "GBR", "URR", "gold", "drift", *MODES)

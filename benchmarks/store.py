@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gamma.store import Store
+from gamma.storage.store import Store
 
 APPEND_RUNS = {1: 200, 100: 20, 10_000: 2}  # batch size -> number of appends measured
 PREFILL_BATCH = 10_000

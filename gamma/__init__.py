@@ -9,9 +9,7 @@ fact is withheld.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-from .errors import (
+from gamma.core.errors import (
     ActorError,
     CycleError,
     DuplicateIdError,
@@ -28,11 +26,20 @@ from .errors import (
     UnknownReferenceError,
     ValueTypeError,
 )
-from .events import dump_events, load_events, parse_actor, parse_events
-from .findings import Validation, Violation, validate
-from .model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke, Visibility
-from .policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
-from .resolution import (
+from gamma.core.events import dump_events, load_events, parse_actor, parse_events
+from gamma.core.model import (
+    Actor,
+    Assert,
+    Event,
+    Experience,
+    Grant,
+    Promote,
+    Retract,
+    Revoke,
+    Visibility,
+)
+from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
+from gamma.core.resolution import (
     REASON_CODES,
     Admitted,
     Excluded,
@@ -42,38 +49,35 @@ from .resolution import (
     Resolution,
     UsedReason,
 )
-from .resolver import resolve
-from .scoring import Rate, Score, score
+from gamma.core.resolver import resolve
+from gamma.core.version import __version__
+from gamma.scoring.findings import Validation, Violation, validate
+from gamma.scoring.metrics import Rate, Score, score
 
 # The store pulls in sqlite-utils; load it only when asked for.
 _LAZY = {
-    "Store": "store",
-    "AppendResult": "store",
-    "VerifyReport": "verify",
-    "verify_file": "verify",
-    "verify_path": "verify",
-    "audit_record": "audit",
-    "write_audit": "audit",
-    "read_audit": "audit",
-    "replay": "audit",
-    "diff_records": "audit",
-    "ReplayResult": "audit",
-    "AuditDiff": "audit",
+    "Store": "gamma.storage.store",
+    "AppendResult": "gamma.storage.store",
+    "VerifyReport": "gamma.storage.verify",
+    "verify_file": "gamma.storage.verify",
+    "verify_path": "gamma.storage.verify",
+    "audit_record": "gamma.audit.replay",
+    "write_audit": "gamma.audit.replay",
+    "read_audit": "gamma.audit.replay",
+    "replay": "gamma.audit.replay",
+    "diff_records": "gamma.audit.replay",
+    "ReplayResult": "gamma.audit.replay",
+    "AuditDiff": "gamma.audit.replay",
 }
 
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        import importlib
+        import importlib  # lazy by design: the store and audit modules load sqlite-utils
 
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'gamma' has no attribute {name!r}")
 
-
-try:
-    __version__ = version("gamma")
-except PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0.0.0+source"
 
 __all__ = [
     "__version__",

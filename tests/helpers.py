@@ -22,8 +22,8 @@ from gamma import (
     parse_events,
     resolve,
 )
-from gamma.canonical import format_ts
-from gamma.policy import DEFAULT_POLICY
+from gamma.core.canonical import format_ts
+from gamma.core.policy import DEFAULT_POLICY
 
 __all__ = [
     "AT",

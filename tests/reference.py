@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gamma.canonical import parse_ts
-from gamma.policy import Policy
+from gamma.core.canonical import parse_ts
+from gamma.core.policy import Policy
 
 __all__ = ["REASON_CODES", "resolve"]
 

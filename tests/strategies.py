@@ -38,7 +38,7 @@ from gamma import (
     load_policy,
     parse_events,
 )
-from gamma.canonical import format_ts, parse_ts
+from gamma.core.canonical import format_ts, parse_ts
 
 __all__ = [
     "BASE",

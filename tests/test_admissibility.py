@@ -11,8 +11,8 @@ from typing import Any
 import attrs
 import pytest
 
-from gamma.admissibility import MARKERS, AdmissibilityReport, audit_pairs
-from gamma.cases import AXES, Case, load_cases, parse_case
+from gamma.conformance.admissibility import MARKERS, AdmissibilityReport, audit_pairs
+from gamma.conformance.cases import AXES, Case, load_cases, parse_case
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = load_cases(ROOT / "fixtures", suite="counterfactual")

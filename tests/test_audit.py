@@ -22,7 +22,7 @@ from gamma import (
     parse_events,
     resolve,
 )
-from gamma.audit import (
+from gamma.audit.replay import (
     RECORD_FIELDS,
     Outcome,
     audit_record,
@@ -34,8 +34,8 @@ from gamma.audit import (
     replay,
     write_audit,
 )
-from gamma.canonical import canonical_json, parse_ts
-from gamma.policy import DEFAULT_POLICY, Policy
+from gamma.core.canonical import canonical_json, parse_ts
+from gamma.core.policy import DEFAULT_POLICY, Policy
 
 EVENTS = (
     A("F1", "region", "EMEA"),

@@ -142,8 +142,8 @@ class TestReplay:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """A store's policy is a candidate: its records replay without --policy; a copy does not."""
-        store_module = pytest.importorskip("gamma.store")
-        from gamma.policy import load_policy
+        store_module = pytest.importorskip("gamma.storage.store")
+        from gamma.core.policy import load_policy
 
         db = tmp_path / "s.db"
         store = store_module.Store.init(db, policy=load_policy(STRICT))

@@ -11,7 +11,7 @@ import pytest
 import structlog
 
 from gamma.cli import main
-from gamma.scoring import score
+from gamma.scoring.metrics import score
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "fixtures" / "examples"

@@ -13,11 +13,11 @@ import structlog
 from click.testing import CliRunner
 from helpers import A, R, stamp
 
-from gamma.canonical import canonical_json
-from gamma.chain import GENESIS_HEX, step
 from gamma.cli import main
-from gamma.events import canonical_event, parse_events
-from gamma.policy import DEFAULT_POLICY
+from gamma.core.canonical import canonical_json
+from gamma.core.chain import GENESIS_HEX, step
+from gamma.core.events import canonical_event, parse_events
+from gamma.core.policy import DEFAULT_POLICY
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "a key of thirty-two bytes, ok!!!"
@@ -298,7 +298,7 @@ class TestBusy:
     def test_lock_held_too_long_exits_3(
         self, store: Path, events_file: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr("gamma.store.BUSY_TIMEOUT", 0.1)
+        monkeypatch.setattr("gamma.storage.store.BUSY_TIMEOUT", 0.1)
         holder = sqlite3.connect(store, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         try:

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-import gamma.resolver as resolver_module
-from gamma.cases import Case, load_cases
+import gamma.core.resolver as resolver_module
 from gamma.cli.conformance import junit_xml
-from gamma.conformance import CaseResult, Report, external_said, judge, metrics, run
-from gamma.external import Exchange, Reply
-from gamma.model import Retract
+from gamma.conformance.cases import Case, load_cases
+from gamma.conformance.external import Exchange, Reply
+from gamma.conformance.runner import CaseResult, Report, external_said, judge, metrics, run
+from gamma.core.model import Retract
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -261,6 +261,6 @@ class TestJUnit:
 
 
 def _ref(case: Case) -> Any:
-    from gamma.conformance import reference_said
+    from gamma.conformance.runner import reference_said
 
     return reference_said(case)

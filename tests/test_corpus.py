@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gamma import InputError
-from gamma.cases import (
+from gamma.conformance.cases import (
     APPLICABILITY,
     AXES,
     CELLS,
@@ -25,16 +25,16 @@ from gamma.cases import (
     load_cases,
     parse_case,
 )
-from gamma.errors import (
+from gamma.conformance.readers import REFUSAL, reference
+from gamma.core.errors import (
     ActorError,
     DuplicateIdError,
     MissingFieldError,
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.model import Assert, Experience, Grant, Retract, Revoke
-from gamma.readers import REFUSAL, reference
-from gamma.tokens import matches, value_tokens
+from gamma.core.model import Assert, Experience, Grant, Retract, Revoke
+from gamma.scoring.tokens import matches, value_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from strategies import NAMED_POLICIES, Log, Scenario, scenarios
 
 import gamma
-from gamma.canonical import parse_ts
+from gamma.core.canonical import parse_ts
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
 

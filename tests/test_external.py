@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from gamma.cases import Case, load_cases
-from gamma.conformance import run
-from gamma.errors import InputError
-from gamma.external import REQUEST_FIELDS, ExternalSystem, parse_reply, request_for
+from gamma.conformance.cases import Case, load_cases
+from gamma.conformance.external import REQUEST_FIELDS, ExternalSystem, parse_reply, request_for
+from gamma.conformance.runner import run
+from gamma.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

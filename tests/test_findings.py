@@ -9,8 +9,15 @@ import attrs
 import pytest
 from helpers import AT, A, X, actor, log, ts
 
-from gamma.errors import InputError
-from gamma.findings import Stated, Validation, Violation, check_response, parse_stated, validate
+from gamma.core.errors import InputError
+from gamma.scoring.findings import (
+    Stated,
+    Validation,
+    Violation,
+    check_response,
+    parse_stated,
+    validate,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -377,7 +384,7 @@ class TestValidation:
     def test_check_response_order(self) -> None:
         """``check_response`` gives bypasses, then unsupported, then ghosts, then the mismatch."""
         from gamma import resolve
-        from gamma.findings import LogFacts
+        from gamma.scoring.findings import LogFacts
 
         stated = parse_stated('Severance $40,000.\nVERDICT: KEEP\nBINDINGS: {"F9": "12%"}')
         found = check_response(resolve(EVENTS, actor(), AT), LogFacts(EVENTS), question="q",

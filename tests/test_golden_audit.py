@@ -16,9 +16,9 @@ from types import ModuleType
 
 import pytest
 
-from gamma.audit import read_audit, replay
-from gamma.canonical import canonical_json
+from gamma.audit.replay import read_audit, replay
 from gamma.cli import main
+from gamma.core.canonical import canonical_json
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "audit" / "regenerate.py"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gamma.grading import GRADES, Pool, grade, mentions
+from gamma.scoring.grading import GRADES, Pool, grade, mentions
 
 BUDGET = Pool(
     gold=("$120,000", "120k"),

@@ -40,10 +40,10 @@ from strategies import (
 
 import gamma
 from gamma import REASON_CODES, Policy, Resolution, dump_events, parse_events
-from gamma.canonical import canonical_json, format_ts, parse_ts
-from gamma.chain import head_of
-from gamma.events import canonical_event, event_to_json
-from gamma.render import inert
+from gamma.core.canonical import canonical_json, format_ts, parse_ts
+from gamma.core.chain import head_of
+from gamma.core.events import canonical_event, event_to_json
+from gamma.core.render import inert
 
 VALIDITY_CODES = frozenset(
     {
@@ -725,7 +725,7 @@ class TestRoundTrips:
         self, log: Log, tmp_path_factory: pytest.TempPathFactory
     ) -> None:
         """Events appended to a store export as exactly their canonical JSONL, with the same head, and read back as equal events."""
-        from gamma.store import Store
+        from gamma.storage.store import Store
 
         path = tmp_path_factory.mktemp("store") / "events.db"
         with Store.init(path, policy=log.policy) as store:
@@ -766,7 +766,7 @@ class TestRejection:
         self, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
     ) -> None:
         """A batch holding any malformation is refused whole by a store, whose head, events and export stay as they were."""
-        from gamma.store import Store
+        from gamma.storage.store import Store
 
         base = data.draw(logs(max_size=6), label="stored")
         malformed = data.draw(malformed_logs(base=base), label="batch")

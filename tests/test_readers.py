@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from gamma.cases import Case, load_cases, parse_case
-from gamma.grading import grade
-from gamma.readers import (
+from gamma.conformance.cases import Case, load_cases, parse_case
+from gamma.conformance.readers import (
     LAZY_READERS,
     READERS,
     REFUSAL,
@@ -22,6 +21,7 @@ from gamma.readers import (
     grade_answer,
     value_text,
 )
+from gamma.scoring.grading import grade
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = load_cases(ROOT / "fixtures")

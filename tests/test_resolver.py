@@ -46,7 +46,7 @@ from gamma import (
     parse_actor,
     resolve,
 )
-from gamma.canonical import parse_ts
+from gamma.core.canonical import parse_ts
 
 ROOT = Path(__file__).resolve().parent.parent
 RECHECK = load_policy(ROOT / "policies" / "recheck.toml")

@@ -13,8 +13,8 @@ from helpers import AT, A, X, log, ts
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gamma.errors import InputError, UnknownFieldError
-from gamma.scoring import (
+from gamma.core.errors import InputError, UnknownFieldError
+from gamma.scoring.metrics import (
     FACTORIAL_TABLE,
     Rate,
     ResponseLine,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gamma import statebench as sb
-from gamma.statebench import StatebenchError, convert_timeline, import_file
+from gamma.conformance.statebench import importer as sb
+from gamma.conformance.statebench.importer import StatebenchError, convert_timeline, import_file
 
 # shared/ lies beside the work tree (and beside CI's clone)
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "statebench" / "v1-dev.jsonl"

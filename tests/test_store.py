@@ -17,9 +17,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from strategies import Log, Malformed, logs, malformed_logs, written_jsonl
 
-from gamma.canonical import canonical_json, format_ts
-from gamma.chain import GENESIS_HEX, head_of
-from gamma.errors import (
+from gamma.core.canonical import canonical_json, format_ts
+from gamma.core.chain import GENESIS_HEX, head_of
+from gamma.core.errors import (
     DuplicateIdError,
     InputError,
     JSONSyntaxError,
@@ -29,12 +29,12 @@ from gamma.errors import (
     UnknownReferenceError,
     ValueTypeError,
 )
-from gamma.events import canonical_event, parse_events
-from gamma.migrations import LATEST, MIGRATIONS, TABLES, Migration, current_version, migrate
-from gamma.policy import DEFAULT_POLICY, parse_policy
-from gamma.sources import open_log
-from gamma.store import Store
-from gamma.verify import verify_file
+from gamma.core.events import canonical_event, parse_events
+from gamma.core.policy import DEFAULT_POLICY, parse_policy
+from gamma.storage.migrations import LATEST, MIGRATIONS, TABLES, Migration, current_version, migrate
+from gamma.storage.sources import open_log
+from gamma.storage.store import Store
+from gamma.storage.verify import verify_file
 
 KEY = b"k" * 32
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gamma.events import parse_events
-from gamma.store import Store
+from gamma.core.events import parse_events
+from gamma.storage.store import Store
 
 WRITERS = 4
 PER_WRITER = 500
@@ -23,7 +23,7 @@ PER_WRITER = 500
 WRITER = textwrap.dedent(
     """
     import json, os, sys, time
-    from gamma.store import Store
+    from gamma.storage.store import Store
 
     path, writer, count, batch, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     while not os.path.exists(go):
@@ -45,7 +45,7 @@ KILLED_MID_BATCH = textwrap.dedent(
     """
     import json, sys, time
     import sqlite_utils.db
-    from gamma.store import Store
+    from gamma.storage.store import Store
 
     original = sqlite_utils.db.Table.insert_all
 
@@ -67,7 +67,7 @@ KILLED_MID_BATCH = textwrap.dedent(
 LOOPING_WRITER = textwrap.dedent(
     """
     import json, sys
-    from gamma.store import Store
+    from gamma.storage.store import Store
 
     with Store.open(sys.argv[1]) as store:
         print("open", flush=True)

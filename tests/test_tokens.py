@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gamma.tokens import (
+from gamma.scoring.tokens import (
     KINDS,
     STOP_WORDS,
     Token,

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from helpers import A, R, stamp
 
-from gamma.chain import GENESIS_HEX, head_of, step
-from gamma.errors import InputError, JSONSyntaxError
-from gamma.events import canonical_event, parse_events
-from gamma.migrations import ts_micros
-from gamma.store import Store
-from gamma.verify import check_head, verify_file, verify_path
+from gamma.core.chain import GENESIS_HEX, head_of, step
+from gamma.core.errors import InputError, JSONSyntaxError
+from gamma.core.events import canonical_event, parse_events
+from gamma.storage.migrations import ts_micros
+from gamma.storage.store import Store
+from gamma.storage.verify import check_head, verify_file, verify_path
 
 KEY = b"an auditor's secret key, 32 b.."
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from .. import __version__
-from ..errors import GammaError, InputError, IntegrityError, StoreBusyError
-from ..logs import configure, emit
+from gamma.cli.logs import configure, emit
+from gamma.core.errors import GammaError, InputError, IntegrityError, StoreBusyError
+from gamma.core.version import __version__
 
 __all__ = ["cli", "main"]
 

@@ -12,13 +12,13 @@ from typing import Any, TypeVar
 
 import click
 
-from ..audit import diff_records, read_audit, replay
-from ..errors import PolicyError
-from ..logs import command
-from ..policy import DEFAULT_POLICY, Policy
-from ..sources import LoadedLog, is_store, open_log
-from . import exit_with
-from .options import log_argument, read_policy
+from gamma.audit.replay import diff_records, read_audit, replay
+from gamma.cli import exit_with
+from gamma.cli.logs import command
+from gamma.cli.options import log_argument, read_policy
+from gamma.core.errors import PolicyError
+from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.storage.sources import LoadedLog, is_store, open_log
 
 __all__ = ["audit_group", "replay_command"]
 

@@ -16,15 +16,15 @@ from typing import Any
 
 import click
 
-from ..cases import SUITES, load_cases
-from ..conformance import CaseResult, Report, quote, run
-from ..errors import InputError
-from ..logs import command
-from ..readers import READERS
-from ..scoring import Rate
-from . import exit_with
-from .options import dumps
-from .score import render_score
+from gamma.cli import exit_with
+from gamma.cli.logs import command
+from gamma.cli.options import dumps
+from gamma.cli.score import render_score
+from gamma.conformance.cases import SUITES, load_cases
+from gamma.conformance.readers import READERS
+from gamma.conformance.runner import CaseResult, Report, quote, run
+from gamma.core.errors import InputError
+from gamma.scoring.metrics import Rate
 
 
 @click.command("conformance")

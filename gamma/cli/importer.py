@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..logs import command
-from .options import dumps
+from gamma.cli.logs import command
+from gamma.cli.options import dumps
 
 
 @click.group("import")
@@ -22,7 +22,7 @@ def statebench_command(timelines: str, out_dir: str) -> None:
     Writes DIR/<timeline id>.json and DIR/unmapped.jsonl (what only prose
     carried, per timeline); `gamma conformance DIR` runs the cases.
     """
-    from ..statebench import import_file
+    from gamma.conformance.statebench.importer import import_file
 
     with command("import statebench", timelines=timelines, out=out_dir) as record:
         report = import_file(timelines, out_dir)

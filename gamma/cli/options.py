@@ -10,11 +10,11 @@ from typing import Any, TypeVar
 
 import click
 
-from ..canonical import parse_ts
-from ..errors import ActorError, InputError, PolicyError
-from ..events import decode_json, parse_actor
-from ..model import Actor
-from ..policy import DEFAULT_POLICY, Policy, load_policy
+from gamma.core.canonical import parse_ts
+from gamma.core.errors import ActorError, InputError, PolicyError
+from gamma.core.events import decode_json, parse_actor
+from gamma.core.model import Actor
+from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
 
 __all__ = [
     "log_argument",

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..logs import command
-from ..resolver import resolve
-from ..sources import events_and_policy
-from .options import (
+from gamma.cli.logs import command
+from gamma.cli.options import (
     actor_option,
     at_option,
     log_argument,
@@ -16,6 +14,8 @@ from .options import (
     read_at,
     read_policy,
 )
+from gamma.core.resolver import resolve
+from gamma.storage.sources import events_and_policy
 
 
 @click.command("resolve")
@@ -48,7 +48,7 @@ def resolve_command(
         who = read_actor(actor, policy)
         resolution = resolve(events, who, at_ts, policy)
         if audit_path is not None:
-            from ..audit import write_audit
+            from gamma.audit.replay import write_audit
 
             write_audit(audit_path, resolution, events)
         click.echo(resolution.render(fmt), nl=fmt == "json")

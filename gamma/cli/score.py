@@ -7,15 +7,9 @@ from typing import Any
 
 import click
 
-from ..errors import InputError
-from ..events import decode_json
-from ..findings import LogFacts, check_response, parse_stated
-from ..logs import command
-from ..resolver import resolve
-from ..scoring import Rate, score
-from ..sources import events_and_policy
-from . import exit_with
-from .options import (
+from gamma.cli import exit_with
+from gamma.cli.logs import command
+from gamma.cli.options import (
     actor_option,
     at_option,
     dumps,
@@ -25,6 +19,12 @@ from .options import (
     read_at,
     read_policy,
 )
+from gamma.core.errors import InputError
+from gamma.core.events import decode_json
+from gamma.core.resolver import resolve
+from gamma.scoring.findings import LogFacts, check_response, parse_stated
+from gamma.scoring.metrics import Rate, score
+from gamma.storage.sources import events_and_policy
 
 
 @click.command("validate")

@@ -15,14 +15,14 @@ from typing import Any, TypeVar
 
 import click
 
-from ..canonical import canonical_json, parse_ts
-from ..errors import InputError
-from ..events import decode_lines
-from ..logs import command
-from ..store import Store, check_key
-from ..verify import check_head, verify_path
-from . import exit_with
-from .options import read_policy
+from gamma.cli import exit_with
+from gamma.cli.logs import command
+from gamma.cli.options import read_policy
+from gamma.core.canonical import canonical_json, parse_ts
+from gamma.core.errors import InputError
+from gamma.core.events import decode_lines
+from gamma.storage.store import Store, check_key
+from gamma.storage.verify import check_head, verify_path
 
 __all__ = [
     "append_command",

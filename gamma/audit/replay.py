@@ -1,0 +1,346 @@
+"""Audit records and replay: what an actor was allowed to see, re-derived from the log.
+
+An audit record is the resolution's JSON object (DESIGN §6) plus ``engine``
+(the gamma version that wrote it) and ``events`` (how many log events it
+covers: up to and including the last with ``ts <= at``). Replay recomputes Γ
+over exactly those events, so events appended later cannot disturb it, and
+checks their chain head against the record's ``log``. The resolver stays
+pure: files are read and written here, never there.
+
+Comparing two records lives in :mod:`gamma.audit_diff`; its names are
+re-exported here, so ``from gamma.audit import diff_records`` is the one import.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+
+from gamma.audit.diff import (
+    AuditDiff,
+    Change,
+    ExperienceChange,
+    FactChange,
+    IgnoredChange,
+    Outcome,
+    diff_records,
+)
+from gamma.core.canonical import canonical_json, digest_of, parse_ts
+from gamma.core.chain import head_of
+from gamma.core.convert import first_failure
+from gamma.core.errors import (
+    InputError,
+    JSONSyntaxError,
+    MissingFieldError,
+    PolicyError,
+    UnknownFieldError,
+    ValueTypeError,
+)
+from gamma.core.events import canonical_event, decode_json, parse_actor
+from gamma.core.model import Actor, Event
+from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.resolution import (
+    REASON_CODES,
+    Admitted,
+    Excluded,
+    ExperienceVerdict,
+    Ignored,
+    Reason,
+    Resolution,
+    UsedReason,
+)
+from gamma.core.resolver import resolve
+from gamma.core.version import __version__
+
+__all__ = [
+    "RECORD_FIELDS", "AuditDiff", "Change", "ExperienceChange", "FactChange", "IgnoredChange",
+    "Outcome", "ReplayResult", "audit_record", "check_record", "covered", "diff_records",
+    "parse_audit", "read_audit", "record_digest", "replay", "write_audit",
+]  # fmt: skip
+
+RECORD_FIELDS: tuple[str, ...] = (
+    "actor", "admitted", "at", "digest", "engine", "events",
+    "excluded", "experiences", "ignored", "log", "policy",
+)  # fmt: skip
+_NOT_DIGESTED = frozenset({"digest", "engine", "events"})
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def _names(cls: type) -> frozenset[str]:
+    return frozenset(a.name for a in attrs.fields(cls) if a.init)
+
+
+# section -> (item fields, nested list field and its item fields); every field is always written
+_SHAPES: dict[str, tuple[frozenset[str], tuple[str, frozenset[str]] | None]] = {
+    "admitted": (_names(Admitted), None),
+    "excluded": (_names(Excluded), ("reasons", _names(Reason))),
+    "experiences": (_names(ExperienceVerdict), ("reasons", _names(UsedReason))),
+    "ignored": (_names(Ignored), None),
+}
+
+
+def _engine() -> str:
+    return __version__
+
+
+# -- writing -----------------------------------------------------------------------------
+
+
+def covered(events: Iterable[Event], at: datetime) -> int:
+    """How many events come before the first with ``ts > at`` (``ts`` never decreases)."""
+    count = 0
+    for event in events:
+        if event.ts > at:
+            break
+        count += 1
+    return count
+
+
+def audit_record(resolution: Resolution, events: Iterable[Event]) -> dict[str, Any]:
+    """The resolution's JSON object plus ``engine`` and ``events`` (the log events it covers)."""
+    count = covered(events, resolution.at)
+    return {**resolution.to_dict(), "engine": _engine(), "events": count}
+
+
+def write_audit(
+    path: str | Path, resolution: Resolution, events: Iterable[Event]
+) -> dict[str, Any]:
+    """Write the audit record atomically as canonical JSON and a newline; return the record.
+
+    A temporary file in the same directory is renamed over ``path``, so a
+    reader never sees half a record, even if the writer dies.
+    """
+    record = audit_record(resolution, events)
+    _atomic_write(Path(path), canonical_json(record) + "\n")
+    return record
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise InputError(f"cannot write audit record: {exc.strerror}", source=str(path)) from None
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+def read_audit(path: str | Path) -> dict[str, Any]:
+    """Read and check an audit record file; InputError names the field when it is malformed."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise JSONSyntaxError(f"not UTF-8: {exc.reason}", source=source) from None
+    except FileNotFoundError:
+        raise InputError("no such audit record", source=source) from None
+    except OSError as exc:
+        raise InputError(f"cannot read audit record: {exc.strerror}", source=source) from None
+    return parse_audit(text, source=source)
+
+
+def parse_audit(text: str, *, source: str | None = None) -> dict[str, Any]:
+    """Decode one audit record (strict JSON: no duplicate keys, floats or NaN) and check it."""
+    return check_record(decode_json(text, source=source), source=source)
+
+
+def check_record(obj: Any, *, source: str | None = None) -> dict[str, Any]:
+    """Check an audit record's shape and types; return it unchanged.
+
+    Checks what replay and diff rely on (every field present, known codes,
+    no fact listed twice); sorting and the digest are left to replay, which
+    reports them as differences rather than refusing the record.
+    """
+
+    def fail(cls: type[InputError], message: str, field: str | None) -> InputError:
+        return cls(message, source=source, field=field)
+
+    _exact_keys(obj, frozenset(RECORD_FIELDS), "", fail)
+    engine, events = obj["engine"], obj["events"]
+    if not isinstance(engine, str) or not engine:
+        raise fail(ValueTypeError, "expected a non-empty string (the gamma version)", "engine")
+    if not isinstance(events, int) or isinstance(events, bool) or events < 0:
+        message = f"expected a count of events (an integer >= 0), got {events!r}"
+        raise fail(ValueTypeError, message, "events")
+    for name in ("digest", "log", "policy"):
+        if not isinstance(obj[name], str) or not _HEX.fullmatch(obj[name]):
+            raise fail(ValueTypeError, f"expected 64 lowercase hex digits, got {obj[name]!r}", name)
+    _exact_keys(obj["actor"], _names(Actor), "actor", fail)
+    for section, (fields, nested) in _SHAPES.items():
+        items = obj[section]
+        if not isinstance(items, list):
+            raise fail(ValueTypeError, "expected a list", section)
+        for index, item in enumerate(items):
+            where = f"{section}[{index}]"
+            _exact_keys(item, fields, where, fail)
+            if nested is not None:
+                name, inner = nested
+                if not isinstance(item[name], list):
+                    raise fail(ValueTypeError, "expected a list", f"{where}.{name}")
+                for j, sub in enumerate(item[name]):
+                    _exact_keys(sub, inner, f"{where}.{name}[{j}]", fail)
+                    if sub["code"] not in REASON_CODES:
+                        message = f"unknown reason code {sub['code']!r}"
+                        raise fail(ValueTypeError, message, f"{where}.{name}[{j}].code")
+    try:
+        Resolution.from_dict({k: v for k, v in obj.items() if k not in _NOT_DIGESTED})
+    except cattrs.BaseValidationError as exc:
+        field, message = first_failure(exc)
+        raise fail(ValueTypeError, message, field) from None
+    _no_twice(obj, fail)
+    return dict(obj)
+
+
+def _exact_keys(value: Any, names: frozenset[str], where: str, fail: Any) -> None:
+    if not isinstance(value, dict):
+        raise fail(ValueTypeError, "expected a JSON object", where or None)
+    prefix = f"{where}." if where else ""
+    for name in sorted(value):
+        if name not in names:
+            raise fail(UnknownFieldError, "unknown field", prefix + name)
+    for name in sorted(names):
+        if name not in value:
+            raise fail(MissingFieldError, "missing required field", prefix + name)
+
+
+def _no_twice(obj: dict[str, Any], fail: Any) -> None:
+    """A fact is admitted or excluded once; an experience has one verdict."""
+    for sections, name in ((("admitted", "excluded"), "fact"), (("experiences",), "experience")):
+        seen: set[str] = set()
+        for section in sections:
+            for index, item in enumerate(obj[section]):
+                if item[name] in seen:
+                    message = f"{name} {item[name]!r} is listed twice"
+                    raise fail(ValueTypeError, message, f"{section}[{index}].{name}")
+                seen.add(item[name])
+
+
+def record_digest(record: dict[str, Any]) -> str:
+    """The digest a record's own contents hash to (equal to its ``digest`` unless edited)."""
+    return digest_of({k: v for k, v in record.items() if k not in _NOT_DIGESTED})
+
+
+# -- replay ------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ReplayResult:
+    """The outcome of replaying a log against an audit record.
+
+    ``head`` is the chain head of the first ``events`` events of the log (of
+    all of them when the log has fewer: ``available``); ``diff`` compares the
+    record (A) with the record the replay would write (B).
+    """
+
+    events: int
+    available: int
+    head: str
+    record_head: str
+    record_digest_ok: bool
+    diff: AuditDiff
+    resolution: Resolution = attrs.field(eq=False, repr=False)
+
+    @property
+    def head_ok(self) -> bool:
+        return self.available >= self.events and self.head == self.record_head
+
+    @property
+    def ok(self) -> bool:
+        """Identical: same head and the same resolution (``engine`` aside)."""
+        return self.head_ok and self.diff.same
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "events": self.events,
+            "available": self.available,
+            "head": {"record": self.record_head, "replay": self.head, "ok": self.head_ok},
+            "record_digest_ok": self.record_digest_ok,
+            "diff": self.diff.to_dict(),
+        }
+
+    def to_json(self) -> str:
+        return canonical_json(self.to_dict())
+
+    def render(self) -> str:
+        """What an auditor reads: identical, or which check failed and every differing field."""
+        if self.ok:
+            digest = self.resolution.digest
+            lines = [f"identical: replayed {self.events} events, head {self.head}, digest {digest}"]
+            lines += self.diff.notes(a="record", b="replay")
+        else:
+            lines = ["different: the replay does not reproduce the record"]
+            if self.available < self.events:
+                lines.append(
+                    f"log: the log has {self.available} events, the record covers {self.events}:"
+                    " it was truncated, or is not the log the record was made from"
+                )
+            elif self.head != self.record_head:
+                lines.append(
+                    f"log: head mismatch: the first {self.events} events hash to {self.head},"
+                    f" the record's log is {self.record_head}: an event among them was edited,"
+                    " removed, inserted or reordered"
+                )
+            lines += self.diff.render(a="record", b="replay").splitlines()
+        if not self.record_digest_ok:
+            lines.append(
+                "note: the record's digest does not match its own contents:"
+                " the record was edited after it was written"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def replay(
+    events: Sequence[Event],
+    record: dict[str, Any],
+    *,
+    policy: Policy | None = None,
+    source: str | None = None,
+) -> ReplayResult:
+    """Recompute the record's resolution over exactly its first ``events`` log events.
+
+    ``policy`` must be the one the record was made under (its digest is the
+    record's ``policy``), else PolicyError: a different policy would make
+    every difference meaningless. ``source`` names the record in errors.
+    """
+    policy = policy or DEFAULT_POLICY
+    if record["policy"] != policy.digest:
+        raise PolicyError(
+            f"the record was made under policy {record['policy']}, not {policy.digest}",
+            source=source,
+            field="policy",
+        )
+    actor = parse_actor(record["actor"], policy=policy, source=source or "<audit record>")
+    try:
+        at = parse_ts(record["at"])
+    except ValueError as exc:
+        raise ValueTypeError(str(exc), source=source, field="at") from None
+    count = record["events"]
+    prefix = tuple(events[:count])
+    head = head_of(canonical_event(event) for event in prefix)
+    known = head if covered(prefix, at) == len(prefix) else None
+    resolution = resolve(prefix, actor, at, policy, head=known)
+    return ReplayResult(
+        events=count,
+        available=len(events),
+        head=head,
+        record_head=record["log"],
+        record_digest_ok=record_digest(record) == record["digest"],
+        diff=diff_records(record, audit_record(resolution, prefix)),
+        resolution=resolution,
+    )

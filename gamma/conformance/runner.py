@@ -1,0 +1,461 @@
+"""The conformance runner: every case through one system, judged, then the metrics.
+
+A *system* is the reference resolver Γ (the default), a built-in reader
+(``gamma.readers``) or an external process speaking the protocol of
+``gamma.external``. Each case gives a ``CaseResult`` (pass, fail, error or skip, with
+every mismatch); the metrics are those of ``gamma score`` (DESIGN §8), computed by
+scoring each answer with ``gamma.scoring.score`` against Γ's reference resolution of the
+case's own log, plus trap accuracy by failure mode. SPEC.md §14 says
+exactly when a case passes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType, SimpleNamespace
+from typing import Any, cast
+
+import attrs
+
+from gamma.conformance.admissibility import AdmissibilityReport, audit_pairs
+from gamma.conformance.cases import MODES, Case
+from gamma.conformance.external import ExternalSystem, Reply
+from gamma.conformance.readers import READERS, REFUSAL, value_text
+from gamma.core.canonical import format_ts
+from gamma.core.errors import InputError
+from gamma.core.model import Assert, Experience
+from gamma.core.resolution import Resolution
+from gamma.scoring.findings import Violation, parse_stated
+from gamma.scoring.grading import Pool, mentions
+from gamma.scoring.metrics import Rate, pair_table, score
+
+__all__ = ["FAILING_FINDINGS", "STATUSES", "CaseResult", "Report", "Said", "external_said",
+           "judge", "metrics", "quote", "reader_said", "reference_said", "run"]
+
+STATUSES: tuple[str, ...] = ("pass", "fail", "error", "skip")
+#: Findings that fail an external system's case (``unsupported`` is reported, not failed:
+#: a closed pool already fails an invented answer).
+FAILING_FINDINGS: tuple[str, ...] = ("bypass", "ghost_binding", "verdict_mismatch")
+
+
+@attrs.frozen(kw_only=True)
+class Said:
+    """What a system said about one case, before judging.
+
+    ``response`` is agent-level text; ``derived`` marks an answer the runner read off the
+    system's state (the probe keys' admitted values), which needs probe keys to be graded.
+    ``mismatches`` is the resolver-level comparison with ``expect`` (None: not answered).
+    """
+
+    response: str | None = None
+    derived: bool = True
+    context: str | None = None
+    verdict: str | None = None
+    bindings: Mapping[str, str] | None = None
+    mismatches: tuple[str, ...] | None = None
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CaseResult:
+    """One case's outcome: its status, every problem, and what was scored."""
+
+    id: str
+    suite: str
+    status: str
+    where: str = ""
+    problems: tuple[str, ...] = ()
+    answer: str | None = None
+    grade: str | None = None
+    verdict: str | None = None
+    expected_verdict: str | None = None
+    leaked: bool = False
+    chance_to_leak: bool = False
+    leak_codes: tuple[str, ...] = ()
+    unsupported: bool = False
+    carryover: bool = False
+    findings: tuple[Violation, ...] = ()
+    pair: str | None = None
+    side: str | None = None
+    axis: str | None = None
+    decidable_by: str | None = None
+    cell: str | None = None
+    mode: str | None = None
+    in_signature: bool | None = None
+
+    @property
+    def scored(self) -> bool:
+        return self.answer is not None
+
+    def to_json(self) -> dict[str, Any]:
+        body = attrs.asdict(self, recurse=False)
+        body["problems"] = list(self.problems)
+        body["leak_codes"] = list(self.leak_codes)
+        body["findings"] = [v.to_dict() for v in self.findings]
+        return body
+
+
+def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen(kw_only=True)
+class Report:
+    """A whole run: which system, each case's result, the metrics and the optional audit."""
+
+    kind: str
+    name: str
+    results: tuple[CaseResult, ...]
+    metrics: Mapping[str, Any] = attrs.field(converter=_frozen, hash=False)
+    audit: AdmissibilityReport | None = None
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        """Everything expected holds: no case failed or errored, no pair was rejected."""
+        bad = self.count("fail") + self.count("error")
+        return not bad and (self.audit is None or self.audit.ok)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def summary(self) -> dict[str, int]:
+        return {"cases": len(self.results), **{_PLURAL[s]: self.count(s) for s in STATUSES}}
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "system": {"kind": self.kind, "name": self.name},
+            "ok": self.ok,
+            "summary": self.summary(),
+            "cases": [r.to_json() for r in self.results],
+            "metrics": json.loads(json.dumps(dict(self.metrics))),
+        }
+        if self.audit is not None:
+            body["audit"] = self.audit.to_json()
+        return body
+
+
+_PLURAL = {"pass": "passed", "fail": "failed", "error": "errors", "skip": "skipped"}
+
+# -- the systems -----------------------------------------------------------------------------
+
+
+def _case_experience(case: Case) -> str | None:
+    """The experience a case's verdict is about: its one expected experience."""
+    return next(iter(case.expect.experiences)) if len(case.expect.experiences) == 1 else None
+
+
+def _answer_from(case: Case, admitted: Iterable[str]) -> str:
+    """The probe keys' admitted values, joined as the readers join them."""
+    facts = {e.fact: e for e in case.events() if isinstance(e, Assert)}
+    per_key = []
+    for key in case.probe:
+        values: list[str] = []
+        for fact in sorted(admitted):
+            if fact in facts and facts[fact].key == key:
+                text = value_text(facts[fact].value)
+                values += [] if text in values else [text]
+        per_key.append("; ".join(values) if values else REFUSAL)
+    return REFUSAL if all(a == REFUSAL for a in per_key) else "; ".join(per_key)
+
+
+def _lines(case: Case, facts: Iterable[str] | None) -> str:
+    """``key = value`` lines of the given facts (all facts heard by ``at`` when None)."""
+    out = []
+    wanted = None if facts is None else set(facts)
+    for event in case.events():
+        if event.ts > case.at:
+            break
+        if isinstance(event, Assert) and (wanted is None or event.fact in wanted):
+            out.append(f"{event.key} = {json.dumps(event.value, ensure_ascii=False)}")
+    return "\n".join(out)
+
+
+def reference_said(case: Case) -> Said:
+    """Γ's resolution: its expectations, the probe keys' admitted values and its verdict."""
+    resolution = case.resolve()
+    experience = _case_experience(case) if case.cell else None
+    outcome = next((x for x in resolution.experiences if x.experience == experience), None)
+    return Said(  # the reference reader's answer, from this one resolution
+        response=_answer_from(case, {a.fact for a in resolution.admitted if not a.needs_recheck}),
+        verdict=outcome.verdict if outcome else None,
+        bindings=dict(outcome.bindings) if outcome and outcome.bindings else None,
+        mismatches=case.expect.mismatches(resolution),
+    )
+
+
+def reader_said(name: str) -> Callable[[Case], Said]:
+    """A built-in reader: its answer, shown every value heard; a verdict read off the answer.
+
+    Readers answer values, not verdicts. On a factorial case the runner reads the reader's
+    view of the used fact off its answer: a refusal withdraws it (REJECT), another value
+    substitutes it (ADAPT), its own value keeps it valid (the recorded applicability).
+    """
+    reader = READERS[name]
+
+    def said(case: Case) -> Said:
+        answer = reader(case)
+        verdict = _read_verdict(case, answer) if case.cell else None
+        context = None if name == "reference" else _lines(case, None)
+        return Said(response=answer, verdict=verdict, context=context)
+
+    return said
+
+
+def _read_verdict(case: Case, answer: str) -> str | None:
+    experience = _case_experience(case)
+    found = [e for e in case.events() if isinstance(e, Experience) and e.experience == experience]
+    if not found:
+        return None
+    if answer == REFUSAL:
+        return "REJECT"
+    values = {e.fact: value_text(e.value) for e in case.events() if isinstance(e, Assert)}
+    used = tuple(v for f in found[0].uses or () if (v := values.get(f, "")).strip())
+    if used and not any(cat == "gold" for cat, _ in mentions(answer, Pool(gold=used))):
+        return "ADAPT"
+    return {"applicable": "KEEP", "adaptable": "ADAPT"}.get(found[0].applicability or "applicable",
+                                                            "REJECT")
+
+
+def external_said(case: Case, system: ExternalSystem) -> Said:
+    """Ask the external system; compare a resolver-level reply with the expectations."""
+    exchange = system.ask(case)
+    if exchange.reply is None:
+        return Said(error=f"system: {exchange.error}")
+    reply = exchange.reply
+    if reply.error is not None:
+        return Said(error=f"the system declined the case: {reply.error}")
+    mismatches = None if reply.admitted is None else _compare(case, reply)
+    if reply.response is not None:
+        return Said(response=reply.response, derived=False, context=reply.context,
+                    verdict=reply.verdict, bindings=reply.bindings, mismatches=mismatches)
+    assert reply.admitted is not None
+    experience = _case_experience(case)
+    answered = set(reply.admitted) - set(reply.needs_recheck)  # a fact to recheck is no answer
+    return Said(response=_answer_from(case, answered), context=_lines(case, reply.admitted),
+                verdict=reply.verdict or reply.experiences.get(experience or ""),
+                mismatches=mismatches)
+
+
+def _compare(case: Case, reply: Reply) -> tuple[str, ...]:
+    """A resolver-level reply against ``expect``, as Γ's own resolution is compared."""
+    assert reply.admitted is not None
+    known = {e.fact for e in case.events() if isinstance(e, Assert)}
+    problems = [f"claims: {f} is not a fact of the log"
+                for f in sorted(set(reply.admitted) | set(reply.excluded)) if f not in known]
+    problems += [f"claims: {f} is both admitted and excluded"
+                 for f in sorted(set(reply.admitted) & set(reply.excluded))]
+    problems += [f"claims: {f} needs recheck but is not admitted"
+                 for f in sorted(set(reply.needs_recheck) - set(reply.admitted))]
+    # Expect.mismatches reads only these attributes of a resolution
+    claimed = SimpleNamespace(
+        admitted=[SimpleNamespace(fact=f) for f in reply.admitted],
+        excluded=[SimpleNamespace(fact=f, codes=c) for f, c in reply.excluded.items()],
+        experiences=[SimpleNamespace(experience=x, verdict=v) for x, v in reply.experiences.items()],
+        ignored=[SimpleNamespace(event=e, code=c) for e, c in reply.ignored.items()],
+    )
+    return tuple(problems) + case.expect.mismatches(cast(Resolution, claimed))
+
+
+# -- judging ---------------------------------------------------------------------------------
+
+
+def judge(case: Case, said: Said, *, kind: str, reader: str | None = None) -> CaseResult:
+    """A case's result from what the system said (SPEC.md §14.3)."""
+    labels = {name: getattr(case, name) for name in ("pair", "side", "axis", "decidable_by",
+                                                     "cell", "mode")}
+    if reader is not None and case.signature is not None:
+        labels["in_signature"] = reader in case.signature
+    base = {"id": case.id, "suite": case.suite, "where": case.where(),
+            "expected_verdict": _expected_verdict(case), **labels}
+    if said.error is not None:
+        return CaseResult(status="error", problems=(said.error,), **base)
+    problems = list(said.mismatches or ())
+    decided = said.mismatches is not None
+    graded = case.pool is not None and (bool(case.probe) or not said.derived)
+    found = _score(case, said, graded) if said.response is not None else {}
+    result = CaseResult(status="pass", **base, **found)
+    if graded and case.suite != "imported":  # an imported pool is prose ground truth: shown only
+        decided = True
+        if result.grade != "gold":
+            assert case.pool is not None
+            gold = json.dumps(list(case.pool.gold), ensure_ascii=False)
+            problems.append(f"answer {quote(result.answer)} grades {result.grade}, expected gold {gold}")
+    if kind == "external" and said.response is not None:
+        decided = True
+        failing = FAILING_FINDINGS if not said.derived else ("bypass",)
+        problems += [_finding(v) for v in result.findings if v.kind in failing]
+    status = "fail" if problems else "pass" if decided else "skip"
+    return attrs.evolve(result, status=status, problems=tuple(problems))
+
+
+def _finding(v: Violation) -> str:
+    target = v.fact or v.experience
+    tokens = ", ".join(json.dumps(t, ensure_ascii=False) for t in v.tokens)
+    return f"{v.kind}{' ' + target if target else ''}: {v.detail}" + (f" ({tokens})" if tokens else "")
+
+
+def _expected_verdict(case: Case) -> str | None:
+    """A factorial case's expected verdict: its cell's (SPEC §7), else its one experience's."""
+    if case.cell is None:
+        return None
+    return case.verdict or case.expect.experiences.get(_case_experience(case) or "")
+
+
+def quote(text: str | None) -> str:
+    """An answer for a message: JSON-quoted (so control characters show), cut at 200."""
+    return json.dumps(text if text is None or len(text) <= 200 else text[:200] + "...",
+                      ensure_ascii=False)
+
+
+def _score(case: Case, said: Said, graded: bool) -> dict[str, Any]:
+    """The judge-free metrics of one answer, through ``gamma.scoring.score``."""
+    assert said.response is not None
+    actor = case.actor
+    line: dict[str, Any] = {
+        "case": case.id, "at": format_ts(case.at), "question": case.question,
+        "response": said.response,
+        "actor": {"id": actor.id, "tenant": actor.tenant, "roles": list(actor.roles),
+                  "clearance": actor.clearance, "scope": actor.scope},
+    }
+    experience = _case_experience(case)
+    expected = _expected_verdict(case)
+    for name, value in (("context", said.context), ("verdict", said.verdict),
+                        ("bindings", dict(said.bindings) if said.bindings else None),
+                        ("expected", expected)):
+        if value is not None:
+            line[name] = value
+    if experience is not None and (expected is not None or said.verdict is not None) and any(
+        isinstance(e, Experience) and e.experience == experience
+        and e.tenant == case.actor.tenant and e.ts <= case.at for e in case.events()
+    ):  # a verdict is checked against Γ's for the case's experience, when the actor has it
+        line["experience"] = experience
+    if graded and case.pool is not None:
+        line["pool"] = {"gold": list(case.pool.gold), "drift": list(case.pool.drift),
+                        "distractors": list(case.pool.distractors)}
+    data = score([line], case.events(), policy=case.get_policy()).to_dict()
+    findings = tuple(
+        Violation(kind=f["kind"], fact=f["fact"], experience=f["experience"],
+                  tokens=tuple(f["tokens"]), codes=tuple(f["codes"]), detail=f["detail"])
+        for f in data["findings"]
+    )
+    fx = data["factorial"]
+    return {
+        "answer": said.response,
+        "grade": next((g for g, n in data["pool"].items() if g != "n" and n), None),
+        "verdict": parse_stated(said.response, verdict=said.verdict).verdict,  # or a VERDICT: line
+        "leaked": bool(data["gbr"]["k"]),
+        "chance_to_leak": bool(data["gbr"]["conditional"]["n"]),
+        "leak_codes": tuple(sorted(data["gbr"]["by_reason"])),
+        "unsupported": bool(data["urr"]["k"]),
+        "carryover": bool(fx["detail_carryover"]["k"]),
+        "findings": findings,
+    }
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def run(
+    cases: Sequence[Case],
+    *,
+    reader: str | None = None,
+    system: str | Sequence[str] | None = None,
+    timeout: float = 10.0,
+    audit: bool = False,
+    cwd: str | None = None,
+) -> Report:
+    """Run ``cases`` through Γ (default), the built-in ``reader``, or the external ``system``."""
+    if reader is not None and system is not None:
+        raise InputError("give a reader or a system, not both", source="--reader")
+    if reader is not None and reader not in READERS:
+        raise InputError(f"unknown reader {reader!r} (known: {', '.join(READERS)})", source="--reader")
+    results: list[CaseResult] = []
+    if system is not None:
+        with ExternalSystem(system, timeout=timeout, cwd=cwd) as process:
+            for case in cases:
+                results.append(judge(case, external_said(case, process), kind="external"))
+        kind, name = "external", process.command
+    elif reader is not None:
+        ask = reader_said(reader)
+        results = [judge(c, ask(c), kind="reader", reader=reader) for c in cases]
+        kind, name = "reader", reader
+    else:
+        results = [judge(c, reference_said(c), kind="reference") for c in cases]
+        kind, name = "reference", "Γ (gamma.resolve)"
+    return Report(kind=kind, name=name, results=tuple(results), metrics=metrics(results),
+                  audit=audit_pairs(cases) if audit else None)
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+def metrics(results: Sequence[CaseResult]) -> dict[str, Any]:
+    """The §8 metrics over the results, in ``gamma score``'s shape, plus traps and suites.
+
+    An errored case counts as a wrong answer wherever cases are counted (pairs, factorial,
+    traps) and is left out of what describes responses (GBR, URR, pool).
+    """
+    said = [r for r in results if r.scored]
+    by_reason: Counter[str] = Counter(c for r in said if r.leaked for c in r.leak_codes)
+    pool = {"n": 0, "gold": 0, "drift": 0, "other": 0, "off_pool": 0, "ambiguous": 0}
+    for r in said:
+        if r.grade is not None:
+            pool["n"] += 1
+            pool[r.grade] += 1
+    suites: dict[str, dict[str, int]] = {}
+    for r in results:
+        counts = suites.setdefault(r.suite, {"cases": 0, **{_PLURAL[s]: 0 for s in STATUSES}})
+        counts["cases"] += 1
+        counts[_PLURAL[r.status]] += 1
+    traps = {mode: Rate(sum(r.grade == "gold" for r in rs), len(rs)).to_dict()
+             for mode in MODES if (rs := [r for r in results if r.mode == mode and r.suite == "trap"])}
+    signed = [r for r in results if r.in_signature is not None]
+    body = {
+        "responses": len(said),
+        "gbr": {
+            **Rate(sum(r.leaked for r in said), len(said)).to_dict(),
+            "conditional": Rate(sum(r.leaked for r in said if r.chance_to_leak),
+                                sum(r.chance_to_leak for r in said)).to_dict(),
+            "by_reason": dict(sorted(by_reason.items())),
+        },
+        "urr": Rate(sum(r.unsupported for r in said), len(said)).to_dict(),
+        "pairs": _pairs(results),
+        "factorial": _factorial(results),
+        "pool": pool,
+        "traps": traps,
+        "suites": dict(sorted(suites.items())),
+    }
+    if signed:  # a reader run: does failing a trap match being in its recorded signature?
+        agree = sum((r.grade != "gold") == r.in_signature for r in signed)
+        body["signature"] = Rate(agree, len(signed)).to_dict()
+    return body
+
+
+def _pairs(results: Sequence[CaseResult]) -> dict[str, Any]:
+    return pair_table(
+        (r.pair, r.side, r.axis, r.decidable_by, r.grade == "gold")
+        for r in results
+        if r.pair is not None and r.side is not None
+    )
+
+
+def _factorial(results: Sequence[CaseResult]) -> dict[str, Any]:
+    rows = [r for r in results if r.expected_verdict is not None]
+    expected = {r.id: r.expected_verdict for r in rows}
+    rejects = [r for r in rows if expected[r.id] == "REJECT"]
+    others = [r for r in rows if expected[r.id] != "REJECT"]
+    adapts = [r for r in rows if expected[r.id] == "ADAPT"]
+    return {
+        "n": len(rows),
+        "accuracy": Rate(sum(r.verdict == expected[r.id] for r in rows), len(rows)).to_dict(),
+        "correct_rejection": Rate(sum(r.verdict == "REJECT" for r in rejects), len(rejects)).to_dict(),
+        "false_refusal": Rate(sum(r.verdict == "REJECT" for r in others), len(others)).to_dict(),
+        "detail_carryover": Rate(sum(r.carryover for r in adapts), len(adapts)).to_dict(),
+        "always_refuse_accuracy": Rate(len(rejects), len(rows)).to_dict(),
+    }

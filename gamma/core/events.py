@@ -1,0 +1,508 @@
+"""Reading, validating and writing the event log (JSON Lines).
+
+Validation is whole-input and names the culprit: the source, the 1-based
+physical line and the dotted field. Log-level checks (unique ids, references
+to earlier facts of the same tenant, non-decreasing ``ts``) run against a
+``LogIndex``, so the store can answer the same questions with indexed lookups
+instead of re-reading its whole log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import cattrs
+
+from gamma.core.canonical import MAX_SAFE_INT, canonical_json, format_ts
+from gamma.core.convert import check_keys, converter, first_failure
+from gamma.core.errors import (
+    ActorError,
+    CycleError,
+    DuplicateIdError,
+    InputError,
+    JSONSyntaxError,
+    MissingFieldError,
+    PolicyError,
+    TimestampOrderError,
+    UnknownFieldError,
+    UnknownReferenceError,
+    ValueTypeError,
+)
+from gamma.core.model import (
+    EVENT_TYPES,
+    Actor,
+    Assert,
+    Event,
+    Experience,
+    Grant,
+    Revoke,
+    Visibility,
+)
+from gamma.core.policy import DEFAULT_POLICY, Policy
+
+__all__ = [
+    "check_names",
+    "LogIndex",
+    "MemoryIndex",
+    "decode_json",
+    "event_from_json",
+    "event_to_json",
+    "canonical_event",
+    "parse_events",
+    "load_events",
+    "dump_events",
+    "parse_actor",
+    "check_scope",
+]
+
+_SCOPE = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
+_ID_FIELDS = ("id", "actor", "tenant", "fact", "key", "experience", "role", "to_actor")
+
+
+# -- JSON --------------------------------------------------------------------------------
+
+
+def decode_json(text: str, *, source: str | None = None, line: int | None = None) -> Any:
+    """Parse one JSON document strictly: no duplicate keys, NaN, floats or unsafe integers."""
+    refused: list[_Refused] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        result = dict(items)
+        if len(result) != len(items):
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    # the walk below names the duplicate with its full path
+                    refused.append(_Refused(f"duplicate key {key!r}", JSONSyntaxError))
+                    result[key] = refused[-1]
+                seen.add(key)
+        return result
+
+    def no_constant(name: str) -> Any:
+        refused.append(_Refused(f"{name} is not valid JSON", JSONSyntaxError))
+        return refused[-1]
+
+    def no_float(raw: str) -> Any:
+        refused.append(_Refused(f"floats are not allowed ({raw}): write decimals as strings"))
+        return refused[-1]
+
+    try:
+        value = json.loads(
+            text, object_pairs_hook=pairs, parse_constant=no_constant, parse_float=no_float
+        )
+    except json.JSONDecodeError as exc:
+        raise JSONSyntaxError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=line) from None
+    except RecursionError:
+        raise JSONSyntaxError("JSON nested too deeply", source=source, line=line) from None
+    # the walk that names the offending field is needed only when something may be wrong
+    if refused or _SURROGATE_ESCAPE.search(text) or _LONG_DIGITS.search(text):
+        _check_scalars(value, source=source, line=line, path="")
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONG_DIGITS = re.compile(r"[0-9]{16}")
+
+
+class _Refused:
+    """Stands in for a float, NaN or duplicate key while decoding, so the error names its field."""
+
+    def __init__(self, message: str, error: type[InputError] = ValueTypeError) -> None:
+        self.message = message
+        self.error = error
+
+
+def _check_scalars(value: Any, *, source: str | None, line: int | None, path: str) -> None:
+    if isinstance(value, _Refused):
+        raise value.error(value.message, source=source, line=line, field=path or None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_string(key, source=source, line=line, path=path or key)
+            _check_scalars(item, source=source, line=line, path=f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for item in value:
+            _check_scalars(item, source=source, line=line, path=path)
+    elif isinstance(value, str):
+        _check_string(value, source=source, line=line, path=path)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INT:
+        raise ValueTypeError(
+            f"integer {value} is beyond ±(2^53-1)", source=source, line=line, field=path or None
+        )
+
+
+def _check_string(text: str, *, source: str | None, line: int | None, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueTypeError(
+            "string is not valid Unicode (lone surrogate)", source=source, line=line, field=path or None
+        ) from None
+
+
+# -- one event ---------------------------------------------------------------------------
+
+
+def event_from_json(
+    obj: Any,
+    *,
+    policy: Policy = DEFAULT_POLICY,
+    source: str | None = None,
+    line: int | None = None,
+) -> Event:
+    """Structure one decoded event, checking fields, types, names and scope grammar."""
+
+    def fail(cls: type[InputError], message: str, field: str | None) -> InputError:
+        return cls(message, source=source, line=line, field=field)
+
+    if not isinstance(obj, dict):
+        raise fail(JSONSyntaxError, "an event must be a JSON object", None)
+    if "type" not in obj:
+        raise fail(MissingFieldError, "missing required field", "type")
+    kind = obj["type"]
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        known = ", ".join(sorted(EVENT_TYPES))
+        raise fail(UnknownFieldError, f"unknown event type {kind!r} (known: {known})", "type")
+    body = {k: v for k, v in obj.items() if k != "type"}
+    check_keys(body, cls, fail, prefix="")
+    if isinstance(body.get("visibility"), dict):
+        check_keys(body["visibility"], Visibility, fail, prefix="visibility.")
+    try:
+        event: Event = converter.structure(body, cls)
+    except cattrs.BaseValidationError as exc:
+        field, message = first_failure(exc)
+        raise fail(ValueTypeError, message, field) from None
+    except (TypeError, ValueError) as exc:
+        raise fail(ValueTypeError, str(exc), None) from None
+    _check_semantics(event, policy, fail)
+    return event
+
+
+def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
+    for name in _ID_FIELDS:
+        value = getattr(event, name, None)
+        if value is not None and isinstance(value, str) and not value:
+            raise fail(ValueTypeError, "must be a non-empty string", name)
+    authority = getattr(event, "authority", None)
+    if authority is not None and not policy.knows_authority(authority):
+        raise fail(
+            ValueTypeError,
+            f"unknown authority level {authority!r} (ladder: {', '.join(policy.authority_ladder)})",
+            "authority",
+        )
+    if isinstance(event, Assert):
+        if event.scope is not None:
+            _scope_or_fail(event.scope, fail, "scope")
+        if event.visibility is not None and event.visibility.clearance is not None:
+            if not policy.knows_clearance(event.visibility.clearance):
+                raise fail(
+                    ValueTypeError,
+                    f"unknown clearance level {event.visibility.clearance!r}"
+                    f" (ladder: {', '.join(policy.clearance_ladder)})",
+                    "visibility.clearance",
+                )
+        if (
+            event.valid_from is not None
+            and event.valid_until is not None
+            and event.valid_until <= event.valid_from
+        ):
+            raise fail(TimestampOrderError, "valid_until must be after valid_from", "valid_until")
+    if isinstance(event, (Grant, Revoke)):
+        if (event.fact is None) == (event.key is None):
+            cls = MissingFieldError if event.fact is None else ValueTypeError
+            raise fail(cls, "give exactly one of 'fact' and 'key'", "fact")
+        if (event.role is None) == (event.to_actor is None):
+            cls = MissingFieldError if event.role is None else ValueTypeError
+            raise fail(cls, "give exactly one of 'role' and 'to_actor'", "role")
+
+
+def _scope_or_fail(scope: str, fail: Any, field: str) -> None:
+    if scope != "global" and not _SCOPE.fullmatch(scope):
+        raise fail(
+            ValueTypeError,
+            f"invalid scope {scope!r}: 'global' or '/'-separated segments of letters, digits, _.:-",
+            field,
+        )
+
+
+def check_scope(scope: str) -> bool:
+    """True when ``scope`` is ``global`` or a valid path of segments."""
+    return scope == "global" or bool(_SCOPE.fullmatch(scope))
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """The event as written: its fields plus ``type``, unwritten optionals left out."""
+    body: dict[str, Any] = converter.unstructure(event)
+    body["type"] = event.TYPE
+    return body
+
+
+def canonical_event(event: Event) -> str:
+    """The canonical JSON text of an event, the bytes the hash chain covers."""
+    cached = event._canonical
+    return cached if cached is not None else canonical_json(event_to_json(event))
+
+
+_TIMESTAMP_FIELDS = ("ts", "valid_from", "valid_until")
+_CANONICAL_TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.(?!000000)[0-9]{6})?Z")
+
+
+def _with_canonical(event: Event, obj: dict[str, Any]) -> Event:
+    """Keep the canonical text of a just-parsed event: its decoded object with UTC timestamps.
+
+    Equal to ``canonical_json(event_to_json(event))`` (a property test checks it),
+    at a fraction of the cost, since the object is already plain JSON.
+    """
+    body = dict(obj)
+    for name in _TIMESTAMP_FIELDS:
+        if name in body and not _CANONICAL_TS.fullmatch(body[name]):
+            body[name] = format_ts(getattr(event, name))
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # initialising a cache slot of an object built a moment ago, before anyone else sees it
+    object.__setattr__(event, "_canonical", text)
+    return event
+
+
+# -- the log -----------------------------------------------------------------------------
+
+
+class LogIndex(Protocol):
+    """What log-level validation needs to know about the events already accepted."""
+
+    def has_event(self, event_id: str) -> bool: ...
+    def fact_tenant(self, fact_id: str) -> str | None: ...
+    def has_experience(self, experience_id: str) -> bool: ...
+    def last_ts(self) -> datetime | None: ...
+
+
+class MemoryIndex:
+    """A LogIndex over events held in memory, filled as validation accepts them."""
+
+    def __init__(self) -> None:
+        self._events: set[str] = set()
+        self._facts: dict[str, str] = {}
+        self._experiences: set[str] = set()
+        self._last_ts: datetime | None = None
+
+    def has_event(self, event_id: str) -> bool:
+        return event_id in self._events
+
+    def fact_tenant(self, fact_id: str) -> str | None:
+        return self._facts.get(fact_id)
+
+    def has_experience(self, experience_id: str) -> bool:
+        return experience_id in self._experiences
+
+    def last_ts(self) -> datetime | None:
+        return self._last_ts
+
+    def add(self, event: Event) -> None:
+        self._events.add(event.id)
+        if isinstance(event, Assert):
+            self._facts[event.fact] = event.tenant
+        elif isinstance(event, Experience):
+            self._experiences.add(event.experience)
+        self._last_ts = event.ts
+
+
+class _Overlay:
+    """A base LogIndex plus the events of a batch accepted so far."""
+
+    def __init__(self, base: LogIndex | None) -> None:
+        self.base = base
+        self.batch = MemoryIndex()
+
+    def has_event(self, event_id: str) -> bool:
+        return self.batch.has_event(event_id) or bool(self.base and self.base.has_event(event_id))
+
+    def fact_tenant(self, fact_id: str) -> str | None:
+        found = self.batch.fact_tenant(fact_id)
+        if found is None and self.base is not None:
+            found = self.base.fact_tenant(fact_id)
+        return found
+
+    def has_experience(self, experience_id: str) -> bool:
+        return self.batch.has_experience(experience_id) or bool(
+            self.base and self.base.has_experience(experience_id)
+        )
+
+    def last_ts(self) -> datetime | None:
+        if self.batch.last_ts() is not None:
+            return self.batch.last_ts()
+        return self.base.last_ts() if self.base is not None else None
+
+
+def validate_log(
+    events: Iterable[tuple[int | None, Event]],
+    *,
+    index: LogIndex | None = None,
+    source: str | None = None,
+) -> None:
+    """Check uniqueness, references and ``ts`` order of ``(line, event)`` pairs.
+
+    ``index`` holds what was accepted before this batch (a store); nothing is
+    added to it.
+    """
+    pairs = list(events)
+    later = {e.fact: line for line, e in pairs if isinstance(e, Assert)}
+    known = _Overlay(index)
+    for line, event in pairs:
+
+        def fail(
+            cls: type[InputError], message: str, field: str, line: int | None = line
+        ) -> InputError:
+            return cls(message, source=source, line=line, field=field)
+
+        if known.has_event(event.id):
+            raise fail(DuplicateIdError, f"event id {event.id!r} is already used", "id")
+        last = known.last_ts()
+        if last is not None and event.ts < last:
+            raise fail(TimestampOrderError, "ts goes backwards along the log", "ts")
+        if isinstance(event, Assert) and known.fact_tenant(event.fact) is not None:
+            raise fail(DuplicateIdError, f"fact id {event.fact!r} is already asserted", "fact")
+        if isinstance(event, Experience) and known.has_experience(event.experience):
+            raise fail(
+                DuplicateIdError, f"experience id {event.experience!r} is already used", "experience"
+            )
+        for field, target in _references(event):
+            own = event.fact if isinstance(event, Assert) else None
+            if target == own:
+                raise fail(CycleError, f"fact {target!r} refers to itself", field)
+            tenant = known.fact_tenant(target)
+            if tenant is None:
+                where = later.get(target)
+                detail = (
+                    f"is asserted later (line {where})" if target in later else "is not asserted"
+                )
+                raise fail(UnknownReferenceError, f"fact {target!r} {detail}", field)
+            if tenant != event.tenant:
+                raise fail(
+                    UnknownReferenceError, f"fact {target!r} belongs to another tenant", field
+                )
+        known.batch.add(event)
+
+
+def _references(event: Event) -> Iterator[tuple[str, str]]:
+    if isinstance(event, Assert):
+        for name in ("supersedes", "depends_on"):
+            for index, target in enumerate(getattr(event, name) or ()):
+                yield f"{name}[{index}]", target
+    elif isinstance(event, Experience):
+        for index, target in enumerate(event.uses or ()):
+            yield f"uses[{index}]", target
+    else:
+        target = getattr(event, "fact", None)
+        if target is not None:
+            yield "fact", target
+
+
+def parse_events(
+    lines: Iterable[str],
+    *,
+    policy: Policy = DEFAULT_POLICY,
+    index: LogIndex | None = None,
+    source: str | None = None,
+) -> tuple[Event, ...]:
+    """Parse and validate JSON Lines text (blank lines skipped) into events."""
+    parsed: list[tuple[int | None, Event]] = []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        obj = decode_json(text, source=source, line=number)
+        event = event_from_json(obj, policy=policy, source=source, line=number)
+        parsed.append((number, _with_canonical(event, obj)))
+    validate_log(parsed, index=index, source=source)
+    return tuple(event for _, event in parsed)
+
+
+def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[Event, ...]:
+    """Read and validate a JSONL event log file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
+    return parse_events(decode_lines(data, source=str(path)), policy=policy, source=str(path))
+
+
+def decode_lines(data: bytes, *, source: str | None = None) -> list[str]:
+    """Split bytes into physical lines and decode each as UTF-8, naming the line that is not."""
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        pass
+    lines = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise JSONSyntaxError(
+                f"not UTF-8: {exc.reason} at byte {exc.start}", source=source, line=number
+            ) from None
+    return lines
+
+
+def check_names(events: Iterable[Event], policy: Policy, *, source: str | None = None) -> None:
+    """Every authority and clearance name is on the policy's ladders (for events read from a store
+    under another policy than the one that validated them); positions are 1-based."""
+    for position, event in enumerate(events, start=1):
+        authority = getattr(event, "authority", None)
+        if authority is not None and not policy.knows_authority(authority):
+            raise PolicyError(
+                f"event {event.id!r}: authority level {authority!r} is not on the policy's ladder",
+                source=source, line=position, field="authority",
+            )
+        if isinstance(event, Assert) and event.visibility and event.visibility.clearance:
+            if not policy.knows_clearance(event.visibility.clearance):
+                raise PolicyError(
+                    f"event {event.id!r}: clearance level {event.visibility.clearance!r}"
+                    " is not on the policy's ladder",
+                    source=source, line=position, field="visibility.clearance",
+                )
+
+
+def dump_events(events: Iterable[Event], out: IO[str]) -> None:
+    """Write events as canonical JSON Lines."""
+    for event in events:
+        out.write(canonical_event(event) + "\n")
+
+
+# -- the actor ---------------------------------------------------------------------------
+
+
+def parse_actor(obj: Any, *, policy: Policy = DEFAULT_POLICY, source: str = "<actor>") -> Actor:
+    """Validate an actor object and normalise it (clearance filled in, roles sorted, unique)."""
+
+    def fail(cls: type[InputError], message: str, field: str | None) -> InputError:
+        return ActorError(message, source=source, field=field)
+
+    if not isinstance(obj, dict):
+        raise fail(ActorError, "the actor must be a JSON object", None)
+    check_keys(obj, Actor, fail, prefix="")
+    try:
+        actor = converter.structure(obj, Actor)
+    except cattrs.BaseValidationError as exc:
+        field, message = first_failure(exc)
+        raise fail(ActorError, message, field) from None
+    for name in ("id", "tenant"):
+        if not getattr(actor, name):
+            raise fail(ActorError, "must be a non-empty string", name)
+    _scope_or_fail(actor.scope, fail, "scope")
+    clearance = actor.clearance if actor.clearance is not None else policy.clearance_default
+    if not policy.knows_clearance(clearance):
+        raise fail(ActorError, f"unknown clearance level {clearance!r}", "clearance")
+    return Actor(
+        id=actor.id,
+        tenant=actor.tenant,
+        roles=tuple(sorted(set(actor.roles))),
+        clearance=clearance,
+        scope=actor.scope,
+    )
+
+
+

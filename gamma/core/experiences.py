@@ -1,0 +1,94 @@
+"""Experiences: the governance x applicability verdict of a recorded past action.
+
+Γ's last step (SPEC §7), apart from the fold because it reads only the
+finished exclusion codes: a used fact that withdraws rejects the experience, a
+substituted one adapts it to the admitted fact now holding the value, and only
+an experience whose facts all stand is judged by its own applicability.
+"""
+
+from __future__ import annotations
+
+from gamma.core.model import Experience
+from gamma.core.resolution import SUBSTITUTING_CODES, ExperienceVerdict, Reason, UsedReason
+
+__all__ = ["FACTORIAL_TABLE", "expected_verdict", "verdict_of"]
+
+#: The governance x applicability table of the governance paper (SPEC §7):
+#: governance status of the used fact -> applicability -> verdict.
+FACTORIAL_TABLE: dict[str, dict[str, str]] = {
+    "valid": {"applicable": "KEEP", "adaptable": "ADAPT", "unusable": "REJECT"},
+    "superseded": {"applicable": "ADAPT", "adaptable": "ADAPT", "unusable": "ADAPT"},
+    "outranked": {"applicable": "ADAPT", "adaptable": "ADAPT", "unusable": "ADAPT"},
+    "expired": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
+    "unauthorized": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
+    "draft": {"applicable": "REJECT", "adaptable": "REJECT", "unusable": "REJECT"},
+}
+
+
+def expected_verdict(cell: str) -> str:
+    """The paper's verdict for a cell written ``governance/applicability``."""
+    governance, _, applicability = cell.partition("/")
+    try:
+        return FACTORIAL_TABLE[governance][applicability]
+    except KeyError:
+        raise ValueError(f"unknown factorial cell {cell!r}") from None
+
+
+def verdict_of(
+    experience: Experience,
+    codes: dict[str, dict[str, Reason]],
+    admitted: set[str],
+    recheck: dict[str, set[str]],
+) -> ExperienceVerdict:
+    """KEEP / ADAPT / REJECT from the used facts' governance, then the applicability."""
+    reasons: list[UsedReason] = []
+    bindings: dict[str, str] = {}
+    withdrawn = False
+    needs_recheck = False
+    for used in dict.fromkeys(experience.uses or ()):  # a fact listed twice is one use
+        used_codes = codes[used]
+        for code in sorted(used_codes):
+            reasons.append(UsedReason(fact=used, code=code, events=used_codes[code].events))
+        if not used_codes:
+            needs_recheck = needs_recheck or used in recheck
+        elif set(used_codes) <= SUBSTITUTING_CODES:
+            replacement = _replacement(used, codes, admitted)
+            if replacement is None:
+                withdrawn = True
+            else:
+                bindings[used] = replacement
+        else:
+            withdrawn = True
+    if withdrawn:
+        verdict = "REJECT"
+        bindings = {}
+    elif bindings or needs_recheck:
+        verdict = "ADAPT"
+    else:
+        verdict = FACTORIAL_TABLE["valid"][experience.applicability or "applicable"]
+    return ExperienceVerdict(
+        experience=experience.experience,
+        verdict=verdict,  # type: ignore[arg-type]
+        bindings=tuple(sorted(bindings.items())),
+        reasons=tuple(sorted(reasons, key=lambda r: (r.fact, r.code))),
+    )
+
+
+def _replacement(fact_id: str, codes: dict[str, dict[str, Reason]], admitted: set[str]) -> str | None:
+    """Follow superseded/outranked/overridden links to the admitted fact that now holds the value."""
+    seen = {fact_id}
+    current = fact_id
+    while current not in admitted:
+        reasons = codes[current]
+        if not reasons or not set(reasons) <= SUBSTITUTING_CODES:
+            return None
+        nxt = None
+        for code in ("superseded", "outranked", "overridden"):
+            if code in reasons and reasons[code].facts:
+                nxt = reasons[code].facts[0]
+                break
+        if nxt is None or nxt in seen:
+            return None
+        seen.add(nxt)
+        current = nxt
+    return current

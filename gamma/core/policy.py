@@ -1,0 +1,217 @@
+"""Governance policies: authority and clearance ladders and the resolver's switches.
+
+A policy is TOML (``policies/default.toml``); every key is optional and
+defaults to the built-in default. Its digest is the sha256 of the canonical
+JSON of the normalised policy, so an equivalent file has the same digest.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from gamma.core.canonical import digest_of
+from gamma.core.errors import PolicyError
+
+__all__ = ["Policy", "DEFAULT_POLICY", "load_policy", "parse_policy"]
+
+_SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "authority": {"ladder": list, "default": str},
+    "clearance": {"ladder": list, "default": str},
+    "supersession": {"same_key": bool},
+    "dependencies": {"mode": str},
+    "disclosure": {"restricted_keys": bool},
+}
+
+
+@attrs.frozen(kw_only=True)
+class Policy:
+    """A normalised, validated policy. Ranks are list positions, low to high."""
+
+    authority_ladder: tuple[str, ...] = (
+        "unverified",
+        "system",
+        "subordinate",
+        "peer",
+        "manager",
+        "executive",
+        "policy",
+    )
+    authority_default: str = "peer"
+    clearance_ladder: tuple[str, ...] = ("public", "internal", "confidential", "secret")
+    clearance_default: str = "public"
+    same_key: bool = True
+    dependency_mode: Literal["exclude", "flag"] = "exclude"
+    restricted_keys: bool = False
+    _authority_rank: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
+    _clearance_rank: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
+    digest: str = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(
+            self, "_authority_rank", {n: i for i, n in enumerate(self.authority_ladder)}
+        )
+        object.__setattr__(
+            self, "_clearance_rank", {n: i for i, n in enumerate(self.clearance_ladder)}
+        )
+        object.__setattr__(self, "digest", digest_of(self.to_json()))
+
+    def to_json(self) -> dict[str, Any]:
+        """The normalised policy in the TOML file's shape."""
+        return {
+            "authority": {"ladder": list(self.authority_ladder), "default": self.authority_default},
+            "clearance": {"ladder": list(self.clearance_ladder), "default": self.clearance_default},
+            "supersession": {"same_key": self.same_key},
+            "dependencies": {"mode": self.dependency_mode},
+            "disclosure": {"restricted_keys": self.restricted_keys},
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], *, source: str = "<policy>") -> Policy:
+        """The inverse of ``to_json()``, validated like a policy file."""
+        if not isinstance(obj, dict):
+            raise PolicyError("a policy must be an object", source=source)
+        return _from_data(obj, source=source, text="")
+
+    def authority_rank(self, name: str | None) -> int:
+        """Rank of an authority name (None: the default); validated input names are on the ladder."""
+        try:
+            return self._authority_rank[self.authority_default if name is None else name]
+        except KeyError:
+            raise PolicyError(f"authority level {name!r} is not on this policy's ladder",
+                              field="authority") from None
+
+    def clearance_rank(self, name: str | None) -> int:
+        try:
+            return self._clearance_rank[self.clearance_default if name is None else name]
+        except KeyError:
+            raise PolicyError(f"clearance level {name!r} is not on this policy's ladder",
+                              field="clearance") from None
+
+    def knows_authority(self, name: str) -> bool:
+        return name in self._authority_rank
+
+    def knows_clearance(self, name: str) -> bool:
+        return name in self._clearance_rank
+
+
+DEFAULT_POLICY = Policy()
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy TOML file; raise PolicyError naming line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"cannot read policy: {exc}", source=str(path)) from None
+    return parse_policy(text, source=str(path))
+
+
+def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
+    """Validate policy TOML text into a Policy."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = _toml_error_line(str(exc))
+        raise PolicyError(f"invalid TOML: {exc}", source=source, line=line) from None
+    return _from_data(data, source=source, text=text)
+
+
+def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
+    """Validate a policy's tables (from TOML, or from ``Policy.to_json()``)."""
+
+    def fail(message: str, table: str, key: str | None = None) -> PolicyError:
+        field = f"{table}.{key}" if key else table
+        return PolicyError(message, source=source, line=_line_of(text, table, key), field=field)
+
+    values: dict[str, Any] = {}
+    for table, entries in data.items():
+        if not isinstance(entries, dict):
+            line = _line_of(text, None, table)
+            raise PolicyError("unknown top-level key; keys belong in tables", source=source, line=line, field=table)
+        if table not in _SCHEMA:
+            raise fail(f"unknown table [{table}]", table)
+        for key, value in entries.items():
+            expected = _SCHEMA[table].get(key)
+            if expected is None:
+                raise fail(f"unknown key {key!r}", table, key)
+            if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+                raise fail(f"expected {_type_name(expected)}, got {value!r}", table, key)
+            values[f"{table}.{key}"] = value
+
+    base = DEFAULT_POLICY
+    authority_ladder = _ladder(values.get("authority.ladder"), base.authority_ladder, fail, "authority")
+    clearance_ladder = _ladder(values.get("clearance.ladder"), base.clearance_ladder, fail, "clearance")
+    authority_default = values.get("authority.default", base.authority_default)
+    clearance_default = values.get("clearance.default", base.clearance_default)
+    for table, default, ladder in (
+        ("authority", authority_default, authority_ladder),
+        ("clearance", clearance_default, clearance_ladder),
+    ):
+        if default not in ladder:
+            written = f"{table}.default" in values
+            message = (
+                f"unknown {table} level {default!r}"
+                if written
+                else f"the ladder lacks the built-in default {default!r}: set {table}.default"
+            )
+            raise fail(message, table, "default" if written else "ladder")
+    mode = values.get("dependencies.mode", base.dependency_mode)
+    if mode not in ("exclude", "flag"):
+        raise fail(f"expected 'exclude' or 'flag', got {mode!r}", "dependencies", "mode")
+    return Policy(
+        authority_ladder=authority_ladder,
+        authority_default=authority_default,
+        clearance_ladder=clearance_ladder,
+        clearance_default=clearance_default,
+        same_key=values.get("supersession.same_key", base.same_key),
+        dependency_mode=mode,
+        restricted_keys=values.get("disclosure.restricted_keys", base.restricted_keys),
+    )
+
+
+def _ladder(value: Any, default: tuple[str, ...], fail: Any, table: str) -> tuple[str, ...]:
+    if value is None:
+        return default
+    if not value:
+        raise fail("a ladder needs at least one level", table, "ladder")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise fail(f"ladder levels must be non-empty strings, got {item!r}", table, "ladder")
+    if len(set(value)) != len(value):
+        raise fail("a ladder lists a level twice", table, "ladder")
+    return tuple(value)
+
+
+def _type_name(expected: type | tuple[type, ...]) -> str:
+    names: dict[object, str] = {list: "a list", str: "a string", bool: "true or false"}
+    return names.get(expected, str(expected))
+
+
+def _toml_error_line(message: str) -> int | None:
+    match = re.search(r"line (\d+)", message)
+    return int(match.group(1)) if match else None
+
+
+def _line_of(text: str, table: str | None, key: str | None) -> int | None:
+    """Best-effort physical line of ``key`` inside ``[table]`` (or of the table header).
+
+    ``table`` None looks for a key above the first table header.
+    """
+    current = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        header = re.fullmatch(r"\[\s*([^\]]+?)\s*\]", line)
+        if header:
+            current = header.group(1)
+            if key is None and current == table:
+                return number
+            continue
+        if key is not None and current == table and re.match(rf"{re.escape(key)}\s*=", line):
+            return number
+    return None

@@ -1,0 +1,500 @@
+"""Γ: the pure resolver S = Γ(H, A, t).
+
+One pass folds the actor's tenant's events (``ts <= t``) into per-fact
+records, with per-key indexes for supersession and grants; a second pass over
+the facts, in log order, derives every exclusion code and propagates them to
+dependents. No I/O, no clock, no randomness: same inputs, same Resolution.
+
+Phases, in the order SPEC.md states them:
+1. validity (viewer-independent): draft, hypothetical, not_yet_valid,
+   expired, retracted, superseded;
+2. scope and precedence among the actor's candidates: out_of_scope,
+   outranked, overridden;
+3. visibility: access_denied;
+4. dependency propagation: dependency_invalidated (or needs_recheck under
+   ``flag``), dependency_restricted, transitively.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+import attrs
+
+from gamma.core.canonical import parse_ts
+from gamma.core.chain import GENESIS, step
+from gamma.core.events import canonical_event
+from gamma.core.experiences import verdict_of
+from gamma.core.model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke
+from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.resolution import (
+    VALIDITY_CODES,
+    Admitted,
+    Excluded,
+    Ignored,
+    Reason,
+    Resolution,
+)
+
+__all__ = ["resolve", "scope_contains", "specificity"]
+
+_HIDDEN = frozenset({"access_denied", "dependency_restricted"})
+_INSUFFICIENT = "insufficient_authority"
+
+
+def scope_contains(outer: str, inner: str) -> bool:
+    """``global`` contains every scope; ``a`` contains ``a`` and ``a/...``."""
+    return outer == "global" or inner == outer or inner.startswith(outer + "/")
+
+
+def specificity(scope: str) -> int:
+    return 0 if scope == "global" else scope.count("/") + 1
+
+
+@attrs.define
+class _Fact:
+    """Mutable working record of one fact during the fold (never leaves this module)."""
+
+    event: Assert
+    rank: int
+    scope: str
+    id: str = attrs.field(init=False)
+    commit_pos: int | None = None
+    commit_event: str | None = None
+    retracted_by: str | None = None
+    superseded_by: _Fact | None = None
+    superseding_event: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.id = self.event.fact
+
+    @property
+    def live(self) -> bool:
+        return self.retracted_by is None and self.superseded_by is None
+
+
+@attrs.define
+class _Access:
+    """Grant and revoke events about one target, in log order: (pos, is_grant, event id, rank)."""
+
+    changes: list[tuple[int, bool, str, int]] = attrs.Factory(list)
+
+
+class _Fold:
+    """The state built by the single pass over the tenant's events."""
+
+    def __init__(self, actor: Actor, policy: Policy) -> None:
+        self.actor = actor
+        self.policy = policy
+        self.facts: dict[str, _Fact] = {}
+        self.order: list[_Fact] = []
+        self.others: list[Assert] = []
+        self.experiences: list[Experience] = []
+        self.ignored: set[tuple[str, str, str]] = set()
+        self.live_by_slot: dict[tuple[str, str], list[_Fact]] = defaultdict(list)
+        self.pending: list[tuple[datetime, int, str]] = []
+        self.fact_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
+        self.key_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
+        self.key_grant_events: list[tuple[str, str, int]] = []
+        grantees = [f"role:{role}" for role in actor.roles] + [f"actor:{actor.id}"]
+        self.grantees = tuple(grantees)
+
+    # -- handlers, one per event type -------------------------------------------------
+
+    def on_assert(self, pos: int, event: Assert) -> None:
+        fact = _Fact(
+            event=event,
+            rank=self.policy.authority_rank(event.authority),
+            scope=event.scope or "global",
+        )
+        self.facts[event.fact] = fact
+        self.order.append(fact)
+        if (event.status or "committed") == "committed":
+            self.commit(fact, pos, event.id, event.ts)
+
+    def on_retract(self, pos: int, event: Retract) -> None:
+        fact = self.facts[event.fact]
+        if self.policy.authority_rank(event.authority) < fact.rank:
+            self.ignored.add((event.id, _INSUFFICIENT, fact.id))
+        elif fact.retracted_by is None:
+            fact.retracted_by = event.id
+            self._unslot(fact)
+
+    def on_promote(self, pos: int, event: Promote) -> None:
+        fact = self.facts[event.fact]
+        if self.policy.authority_rank(event.authority) < fact.rank:
+            self.ignored.add((event.id, _INSUFFICIENT, fact.id))
+        elif fact.commit_pos is None:
+            self.commit(fact, pos, event.id, event.ts)
+
+    def on_access(self, pos: int, event: Grant | Revoke) -> None:
+        rank = self.policy.authority_rank(event.authority)
+        grantee = f"role:{event.role}" if event.role is not None else f"actor:{event.to_actor}"
+        change = (pos, isinstance(event, Grant), event.id, rank)
+        if event.fact is not None:
+            if rank < self.facts[event.fact].rank:
+                self.ignored.add((event.id, _INSUFFICIENT, event.fact))
+                return
+            self.fact_access[(event.fact, grantee)].changes.append(change)
+        else:
+            assert event.key is not None
+            self.key_access[(event.key, grantee)].changes.append(change)
+            self.key_grant_events.append((event.id, event.key, rank))
+
+    def on_experience(self, pos: int, event: Experience) -> None:
+        self.experiences.append(event)
+
+    # -- commits, effects and supersession ---------------------------------------------
+
+    def commit(self, fact: _Fact, pos: int, event_id: str, ts: datetime) -> None:
+        fact.commit_pos = pos
+        fact.commit_event = event_id
+        if fact.live:
+            self.live_by_slot[(fact.event.key, fact.scope)].append(fact)
+        start = fact.event.valid_from
+        if start is not None and start > ts:
+            heapq.heappush(self.pending, (start, pos, fact.id))
+        else:
+            self.take_effect(fact)
+
+    def run_pending(self, until: datetime) -> None:
+        """Let deferred (``valid_from``) effects due at or before ``until`` happen, in order."""
+        while self.pending and self.pending[0][0] <= until:
+            _, _, fact_id = heapq.heappop(self.pending)
+            self.take_effect(self.facts[fact_id])
+
+    def take_effect(self, fact: _Fact) -> None:
+        if not fact.live:
+            return
+        for target_id in fact.event.supersedes or ():
+            target = self.facts[target_id]
+            if fact.rank >= target.rank:
+                self.supersede(target, fact)
+            else:
+                self.ignored.add((fact.event.id, _INSUFFICIENT, target_id))
+        if self.policy.same_key:
+            assert fact.commit_pos is not None
+            for other in list(self.live_by_slot[(fact.event.key, fact.scope)]):
+                if (
+                    other is not fact
+                    and other.commit_pos is not None
+                    and other.commit_pos < fact.commit_pos
+                    and other.rank <= fact.rank
+                ):
+                    self.supersede(other, fact)
+
+    def supersede(self, old: _Fact, new: _Fact) -> None:
+        if not old.live:
+            return
+        old.superseded_by = new
+        old.superseding_event = new.commit_event
+        self._unslot(old)
+
+    def _unslot(self, fact: _Fact) -> None:
+        slot = self.live_by_slot.get((fact.event.key, fact.scope))
+        if slot and fact in slot:
+            slot.remove(fact)
+
+    # -- visibility --------------------------------------------------------------------
+
+    def access_events(self, fact: _Fact) -> tuple[bool, list[str]]:
+        """Whether a grant gives the actor sight of ``fact`` at t, and the grant/revoke events."""
+        granted = False
+        events: list[str] = []
+        for grantee in self.grantees:
+            for access, floor in (
+                (self.fact_access.get((fact.id, grantee)), None),
+                (self.key_access.get((fact.event.key, grantee)), fact.rank),
+            ):
+                if access is None:
+                    continue
+                active = False
+                for _, is_grant, event_id, rank in access.changes:
+                    if floor is not None and rank < floor:
+                        continue
+                    if is_grant != active:  # a grant of what is granted, or a revoke
+                        events.append(event_id)  # of what is not, has no effect
+                    active = is_grant
+                granted = granted or active
+        return granted, events
+
+
+_HANDLERS = {
+    Assert: _Fold.on_assert,
+    Retract: _Fold.on_retract,
+    Promote: _Fold.on_promote,
+    Grant: _Fold.on_access,
+    Revoke: _Fold.on_access,
+    Experience: _Fold.on_experience,
+}
+
+
+def resolve(
+    events: Iterable[Event],
+    actor: Actor | dict[str, object],
+    at: datetime | str,
+    policy: Policy | None = None,
+    *,
+    head: str | None = None,
+) -> Resolution:
+    """Γ(H, A, t): the facts ``actor`` may rely on at ``at``, and why the rest are withheld.
+
+    ``events`` must be a validated log (``load_events``/``parse_events``).
+    ``head`` may pass the chain head at ``at`` when the caller already knows
+    it (a store); otherwise it is computed from the events.
+    """
+    from gamma.core.events import parse_actor
+
+    policy = policy or DEFAULT_POLICY
+    if isinstance(actor, dict):
+        actor = parse_actor(actor, policy=policy)
+    elif actor.clearance is None or list(actor.roles) != sorted(set(actor.roles)):
+        actor = attrs.evolve(actor, clearance=actor.clearance or policy.clearance_default,
+                             roles=tuple(sorted(set(actor.roles))))
+    if isinstance(at, str):
+        at = parse_ts(at)
+    prefix = _prefix(events, at)
+    fold = _Fold(actor, policy)
+    for pos, event in enumerate(prefix):
+        if event.tenant != actor.tenant:
+            if isinstance(event, Assert):
+                fold.others.append(event)
+            continue
+        fold.run_pending(event.ts)
+        _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
+    fold.run_pending(at)
+    if head is None:
+        head_bytes = GENESIS
+        for event in prefix:
+            head_bytes = step(head_bytes, canonical_event(event))
+        head = head_bytes.hex()
+    return _conclude(fold, actor, at, policy, head)
+
+
+def _prefix(events: Iterable[Event], at: datetime) -> Sequence[Event]:
+    """The events with ``ts <= at`` (a prefix, since ``ts`` never decreases)."""
+    result = []
+    for event in events:
+        if event.ts > at:
+            break
+        result.append(event)
+    return result
+
+
+def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str) -> Resolution:
+    """Phases 1-4 over the folded facts, then experiences and known unknowns."""
+    codes: dict[str, dict[str, Reason]] = {}
+    for fact in fold.order:
+        codes[fact.id] = _validity(fact, at)
+        if not scope_contains(fact.scope, actor.scope):
+            codes[fact.id]["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
+    _precedence(fold, codes)
+    clearance = policy.clearance_rank(actor.clearance)
+    for fact in fold.order:
+        granted, access_events = fold.access_events(fact)
+        if not _may_see(fact, actor, granted, clearance, policy):
+            events = tuple(sorted({fact.event.id, *access_events}))
+            codes[fact.id]["access_denied"] = Reason("access_denied", events)
+    recheck = _propagate(fold, codes, policy)
+    admitted: list[Admitted] = []
+    excluded: list[Excluded] = []
+    for fact in fold.order:
+        reasons = codes[fact.id]
+        if reasons:
+            ordered = tuple(reasons[code] for code in sorted(reasons))
+            excluded.append(Excluded(fact=fact.id, key=fact.event.key, reasons=ordered))
+        else:
+            e = fact.event
+            admitted.append(
+                Admitted(
+                    fact=fact.id,
+                    key=e.key,
+                    value=e.value,
+                    scope=fact.scope,
+                    authority=e.authority or policy.authority_default,
+                    kind=e.kind or "fact",
+                    priority=e.priority or "hard",
+                    needs_recheck=fact.id in recheck,
+                )
+            )
+    for other in fold.others:
+        reason = Reason("tenant_isolation", (other.id,))
+        excluded.append(Excluded(fact=other.fact, key=None, reasons=(reason,)))
+    _ignore_key_access(fold)
+    admitted_ids = {a.fact for a in admitted}
+    return Resolution(
+        actor=actor,
+        at=at,
+        policy=policy.digest,
+        log=head,
+        admitted=tuple(sorted(admitted, key=lambda a: a.fact)),
+        excluded=tuple(sorted(excluded, key=lambda x: x.fact)),
+        experiences=tuple(
+            sorted(
+                (verdict_of(x, codes, admitted_ids, recheck) for x in fold.experiences),
+                key=lambda v: v.experience,
+            )
+        ),
+        ignored=tuple(
+            Ignored(event=e, code=c, fact=f) for e, c, f in sorted(fold.ignored)
+        ),
+        known_unknowns=_known_unknowns(fold, codes, admitted_ids, policy),
+        recheck_inputs=tuple(sorted((f, tuple(sorted(o))) for f, o in recheck.items())),
+    )
+
+
+def _validity(fact: _Fact, at: datetime) -> dict[str, Reason]:
+    """Phase 1: the viewer-independent validity codes of one fact at ``at``."""
+    e = fact.event
+    found: dict[str, Reason] = {}
+    if fact.commit_pos is None:
+        status = e.status or "committed"
+        found[status] = Reason(status, (e.id,))
+    if e.valid_from is not None and at < e.valid_from:
+        found["not_yet_valid"] = Reason("not_yet_valid", (e.id,))
+    if e.valid_until is not None and at >= e.valid_until:
+        found["expired"] = Reason("expired", (e.id,))
+    if fact.retracted_by is not None:
+        found["retracted"] = Reason("retracted", (fact.retracted_by,))
+    if fact.superseded_by is not None:
+        assert fact.superseding_event is not None
+        found["superseded"] = Reason(
+            "superseded", (fact.superseding_event,), (fact.superseded_by.id,)
+        )
+    return found
+
+
+def _precedence(fold: _Fold, codes: dict[str, dict[str, Reason]]) -> None:
+    """Phase 2: per key, the highest authority then the most specific scope wins."""
+    by_key: dict[str, list[_Fact]] = defaultdict(list)
+    for fact in fold.order:
+        if not codes[fact.id]:
+            by_key[fact.event.key].append(fact)
+    for candidates in by_key.values():
+        if len(candidates) < 2:
+            continue
+        top_rank = max(f.rank for f in candidates)
+        top_spec = max(specificity(f.scope) for f in candidates if f.rank == top_rank)
+        winners = [f for f in candidates if f.rank == top_rank and specificity(f.scope) == top_spec]
+        events = tuple(sorted({w.commit_event for w in winners if w.commit_event}))
+        facts = tuple(sorted(w.id for w in winners))
+        for fact in candidates:
+            if fact in winners:
+                continue
+            code = "outranked" if fact.rank < top_rank else "overridden"
+            codes[fact.id][code] = Reason(code, events, facts)
+
+
+def _may_see(fact: _Fact, actor: Actor, granted: bool, clearance: int, policy: Policy) -> bool:
+    vis = fact.event.visibility
+    roles = (vis.roles if vis else None) or ()
+    actors = (vis.actors if vis else None) or ()
+    listed = (
+        (not roles and not actors)
+        or actor.id in actors
+        or any(role in actor.roles for role in roles)
+        or granted
+    )
+    return listed and clearance >= policy.clearance_rank(vis.clearance if vis else None)
+
+
+def _propagate(
+    fold: _Fold, codes: dict[str, dict[str, Reason]], policy: Policy
+) -> dict[str, set[str]]:
+    """Phase 4: dependency codes, in log order so every dependency is final before its dependents.
+
+    A fact's *origins* in a group are the facts that excluded themselves with
+    a code of that group (not merely by inheritance) somewhere below it. A
+    dependency reason names the excluded direct dependencies plus their
+    origins, and the events that excluded the origins; naming origins instead
+    of whole chains keeps a 1,000-link chain linear. Returns the facts
+    admitted with needs_recheck (flag mode), each with its stale inputs.
+    """
+    flag = policy.dependency_mode == "flag"
+    origins: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
+    recheck: dict[str, set[str]] = {}
+    depended = {dep for fact in fold.order for dep in fact.event.depends_on or ()}
+    for fact in fold.order:
+        own = codes[fact.id]
+        if not fact.event.depends_on and (not own or fact.id not in depended):
+            continue  # nothing to inherit, and nothing to pass on
+        found: dict[str, tuple[set[str], set[str], set[str]]] = {}
+        stale_inputs: set[str] = set()
+        for group in ("validity", "visibility"):
+            direct: set[str] = set()
+            inherited: set[str] = set()
+            events: set[str] = set()
+            for dep_id in fact.event.depends_on or ():
+                dep_origin = origins.get((dep_id, group))
+                if dep_origin is not None:
+                    direct.add(dep_id)
+                    inherited.update(dep_origin[0])
+                    events.update(dep_origin[1])
+                if group == "validity" and dep_id in recheck:
+                    stale_inputs.update(recheck[dep_id])
+            found[group] = (direct, inherited, events)
+        direct, inherited, events = found["validity"]
+        if direct:
+            if flag:
+                stale_inputs.update(direct | inherited)
+            else:
+                own["dependency_invalidated"] = Reason(
+                    "dependency_invalidated", tuple(sorted(events)), tuple(sorted(direct | inherited))
+                )
+        direct, inherited, events = found["visibility"]
+        if direct:
+            own["dependency_restricted"] = Reason(
+                "dependency_restricted", tuple(sorted(events)), tuple(sorted(direct | inherited))
+            )
+        if stale_inputs and not own:
+            recheck[fact.id] = stale_inputs
+        if fact.id not in depended:
+            continue  # no dependent needs its origins
+        for group, wanted in (("validity", VALIDITY_CODES), ("visibility", _HIDDEN)):
+            mine = [r for c, r in own.items() if c in wanted and not c.startswith("dependency_")]
+            facts = {fact.id} if mine else set()
+            facts_events = {e for r in mine for e in r.events}
+            if ("dependency_invalidated" if group == "validity" else "dependency_restricted") in own:
+                facts.update(found[group][1])
+                facts_events.update(found[group][2])
+            if facts:
+                origins[(fact.id, group)] = (frozenset(facts), frozenset(facts_events))
+    return recheck
+
+
+def _ignore_key_access(fold: _Fold) -> None:
+    """A key-wide grant or revoke is ineffective for each fact of that key above its authority."""
+    if not fold.key_grant_events:
+        return
+    by_key: dict[str, list[_Fact]] = defaultdict(list)
+    for fact in fold.order:
+        by_key[fact.event.key].append(fact)
+    for event_id, key, rank in fold.key_grant_events:
+        for fact in by_key.get(key, ()):
+            if fact.rank > rank:
+                fold.ignored.add((event_id, _INSUFFICIENT, fact.id))
+
+
+def _known_unknowns(
+    fold: _Fold, codes: dict[str, dict[str, Reason]], admitted: set[str], policy: Policy
+) -> tuple[str, ...]:
+    """Keys with an in-scope fact but no admitted fact; access-hidden keys only if disclosed."""
+    in_scope: dict[str, list[str]] = defaultdict(list)
+    has_value: set[str] = set()
+    for fact in fold.order:
+        if fact.id in admitted:
+            has_value.add(fact.event.key)
+        elif "out_of_scope" not in codes[fact.id]:
+            in_scope[fact.event.key].append(fact.id)
+    keys = []
+    for key, facts in in_scope.items():
+        if key in has_value:
+            continue
+        all_hidden = all(_HIDDEN & codes[f].keys() for f in facts)
+        if all_hidden and not policy.restricted_keys:
+            continue
+        keys.append(key)
+    return tuple(sorted(keys))

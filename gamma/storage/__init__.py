@@ -1,0 +1,6 @@
+"""Where logs live: the append-only SQLite store, its migrations, verification of the chain,
+and ``sources``, which opens a log given by path (a JSONL file or a store).
+
+Imports core only. ``sources`` is the storage layer's front: ``store`` and ``verify`` never
+import it.
+"""

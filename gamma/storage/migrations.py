@@ -1,0 +1,151 @@
+"""The store's schema, as an ordered registry of migrations.
+
+Each migration moves the schema from ``version - 1`` to ``version`` and is
+recorded in ``schema_version`` in the same transaction as its changes. A
+migration may add tables, columns, indexes and triggers; it never rewrites an
+event body, a head or a position, because those are what the chain covers.
+The registry is an explicit tuple so a reviewer reads the whole schema
+history in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import attrs
+from sqlite_utils import Database
+
+from gamma.core.errors import StoreError
+
+__all__ = [
+    "LATEST",
+    "MIGRATIONS",
+    "TABLES",
+    "Migration",
+    "current_version",
+    "from_micros",
+    "migrate",
+    "ts_micros",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def ts_micros(value: datetime) -> int:
+    """The ``ts_us`` column: an instant as integer microseconds since the epoch (sorts as time)."""
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def from_micros(value: int) -> datetime:
+    return _EPOCH + value * _MICROSECOND
+
+
+TABLES = ("events", "store_meta", "schema_version")
+"""Every table of the store; each refuses UPDATE and DELETE."""
+
+
+@attrs.frozen
+class Migration:
+    """One schema step: ``apply`` runs inside the caller's write transaction."""
+
+    version: int
+    name: str
+    apply: Callable[[Database], None]
+
+
+def _append_only(db: Database, table: str) -> None:
+    for verb in ("UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
+            f"BEGIN SELECT RAISE(ABORT, 'gamma store is append-only: {verb} on {table} refused'); END"
+        )
+
+
+def _v1_create(db: Database) -> None:
+    """Events with their chain links and lookup columns; metadata; append-only triggers."""
+    db.table("events").create(
+        {
+            "position": int,  # 1-based place in the log; INTEGER PRIMARY KEY (the rowid)
+            "id": str,
+            "type": str,
+            "tenant": str,
+            "ts_us": int,  # ts as microseconds since the Unix epoch (sorts as instants)
+            "fact": str,
+            "key": str,
+            "experience": str,
+            "body": str,  # the canonical event, the bytes the chain covers
+            "prev_head": str,  # hex head before this event (64 zeros for the first)
+            "head": str,  # hex sha256(prev_head || body)
+            "keyed_head": str,  # hex HMAC chain head, NULL in an unkeyed store
+        },
+        pk="position",
+        not_null=["id", "type", "tenant", "ts_us", "body", "prev_head", "head"],
+        strict=True,
+    )
+    db.table("events").create_index(["id"], index_name="events_id", unique=True)
+    db.table("events").create_index(["tenant", "position"], index_name="events_tenant")
+    db.table("events").create_index(["ts_us"], index_name="events_ts")
+    # partial indexes: uniqueness of fact ids among asserts and of experience ids
+    db.execute("CREATE UNIQUE INDEX events_asserted_fact ON events(fact) WHERE type = 'assert'")
+    db.execute(
+        "CREATE UNIQUE INDEX events_experience ON events(experience) WHERE type = 'experience'"
+    )
+    db.execute("CREATE INDEX events_key ON events(key) WHERE key IS NOT NULL")
+    # the code appends each event as the next one; the schema checks it again
+    db.execute(
+        "CREATE TRIGGER events_in_order BEFORE INSERT ON events "
+        "WHEN NEW.position IS NOT coalesce((SELECT max(position) FROM events), 0) + 1 "
+        "OR NEW.prev_head IS NOT coalesce("
+        "(SELECT head FROM events WHERE position = NEW.position - 1), printf('%064d', 0)) "
+        "BEGIN SELECT RAISE(ABORT, "
+        "'gamma store is append-only: an event must be the next position, linked to the head'); END"
+    )
+    db.table("store_meta").create(
+        {"name": str, "value": str}, pk="name", not_null=["value"], strict=True
+    )
+    for table in TABLES:
+        _append_only(db, table)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "create events, metadata and triggers", _v1_create),
+)
+"""The schema history, oldest first; versions are consecutive from 1."""
+
+LATEST = MIGRATIONS[-1].version
+
+
+def current_version(db: Database) -> int:
+    """The store's schema version (0 for an empty file)."""
+    if not db.table("schema_version").exists():
+        return 0
+    row = db.execute("SELECT max(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(db: Database, *, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Apply the pending migrations inside the caller's write transaction; return the version.
+
+    A store newer than this gamma is refused rather than guessed at.
+    """
+    if not db.table("schema_version").exists():
+        db.table("schema_version").create(
+            {"version": int, "name": str}, pk="version", not_null=["name"], strict=True
+        )
+    version = current_version(db)
+    latest = migrations[-1].version if migrations else 0
+    if version > latest:
+        raise StoreError(
+            f"store schema version {version} is newer than this gamma knows ({latest}): upgrade gamma"
+        )
+    for step in migrations:
+        if step.version <= version:
+            continue
+        if step.version != version + 1:
+            raise StoreError(f"migration registry skips from version {version} to {step.version}")
+        step.apply(db)
+        db.table("schema_version").insert({"version": step.version, "name": step.name})
+        version = step.version
+    return version

@@ -1,0 +1,526 @@
+"""The append-only event store: one SQLite file, a hash chain, appends validated by index.
+
+Every append runs in one ``BEGIN IMMEDIATE`` transaction, so a batch is
+stored whole or not at all and concurrent writers queue for the lock (up to
+``BUSY_TIMEOUT`` seconds, then ``StoreBusyError``). The store is the only part
+of gamma that reads the clock: an event appended without ``ts`` is stamped
+with max(now, the head's ``ts``). Rows keep the canonical body, the head
+before and after it (and the keyed head), plus lookup columns so that an
+append checks ids and references with indexed queries instead of re-reading
+the log. Triggers refuse UPDATE and DELETE on every table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NamedTuple, Self
+
+import attrs
+from sqlite_utils import Database
+
+from gamma.core.canonical import canonical_json, format_ts
+from gamma.core.chain import GENESIS_HEX, keyed_step, step
+from gamma.core.errors import InputError, StoreBusyError, StoreError
+from gamma.core.events import (
+    canonical_event,
+    decode_json,
+    event_from_json,
+    event_to_json,
+    validate_log,
+)
+from gamma.core.model import Event, Experience
+from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.storage.migrations import LATEST, current_version, from_micros, migrate, ts_micros
+from gamma.storage.sources import is_store
+from gamma.storage.verify import ChainRow, SqlRowLookup, VerifyReport, check_rows
+
+__all__ = ["BUSY_TIMEOUT", "MIN_KEY_BYTES", "AppendResult", "Store", "check_key"]
+
+BUSY_TIMEOUT = 10.0
+"""Seconds a command waits for another writer's lock before giving up (StoreBusyError, exit 3)."""
+
+MIN_KEY_BYTES = 16
+FORMAT = "gamma-store"
+_COLUMNS = list(ChainRow._fields)
+_SELECT = ", ".join(_COLUMNS)
+_PLACEHOLDER_TS = "1970-01-01T00:00:00Z"  # stands in for an omitted ts until the store stamps it
+_KEY_CHECK = b"gamma store key check"
+_LOOKUP_CHUNK = 500
+
+Appendable = str | Mapping[str, Any] | Event
+
+
+class _Parsed(NamedTuple):
+    line: int
+    event: Event
+    unstamped: dict[str, Any] | None  # the written object, when the store must stamp its ts
+
+
+@attrs.frozen
+class AppendResult:
+    """What an append did: events newly stored, events in the store now, and its head."""
+
+    appended: int
+    events: int
+    head: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"appended": self.appended, "events": self.events, "head": self.head}
+
+
+def check_key(key: bytes) -> bytes:
+    """A chain key: surrounding whitespace stripped, at least MIN_KEY_BYTES bytes."""
+    stripped = key.strip()
+    if len(stripped) < MIN_KEY_BYTES:
+        raise InputError(
+            f"a chain key needs at least {MIN_KEY_BYTES} bytes, got {len(stripped)}", field="key"
+        )
+    return stripped
+
+
+def _key_check(key: bytes) -> str:
+    return hmac.new(key, _KEY_CHECK, hashlib.sha256).hexdigest()
+
+
+def _translate(exc: sqlite3.Error, path: Path) -> Exception:
+    """Storage errors become gamma errors where they occur."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return StoreBusyError(
+            f"{path}: another writer held the store's lock for more than the busy timeout ({text})"
+        )
+    return StoreError(f"{path}: {text}")
+
+
+class _SqlIndex:
+    """The LogIndex of gamma.events answered by indexed queries on the events table."""
+
+    def __init__(self, db: Database, last_ts: datetime | None) -> None:
+        self._db = db
+        self._last_ts = last_ts
+
+    def has_event(self, event_id: str) -> bool:
+        return (
+            self._db.execute("SELECT 1 FROM events WHERE id = ?", [event_id]).fetchone() is not None
+        )
+
+    def fact_tenant(self, fact_id: str) -> str | None:
+        row = self._db.execute(
+            "SELECT tenant FROM events WHERE type = 'assert' AND fact = ?", [fact_id]
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def has_experience(self, experience_id: str) -> bool:
+        query = "SELECT 1 FROM events WHERE type = 'experience' AND experience = ?"
+        return self._db.execute(query, [experience_id]).fetchone() is not None
+
+    def last_ts(self) -> datetime | None:
+        return self._last_ts
+
+
+class Store:
+    """An open store; use ``Store.init`` or ``Store.open`` (both context managers)."""
+
+    def __init__(self, db: Database, path: Path, *, key: bytes | None) -> None:
+        self._db = db
+        self.path = path
+        self._key = key
+        self._closed = False
+        try:
+            rows = db.execute("SELECT name, value FROM store_meta").fetchall()
+        except sqlite3.Error as exc:
+            raise _translate(exc, path) from exc
+        self._meta = {str(name): str(value) for name, value in rows}
+        if self._meta.get("format") != FORMAT:
+            raise StoreError(f"{path}: not a gamma store (no format record)")
+        self._policy: Policy | None = None
+
+    # -- opening and closing -------------------------------------------------------------
+
+    @classmethod
+    def init(
+        cls,
+        path: str | Path,
+        *,
+        policy: Policy | None = None,
+        key: bytes | None = None,
+        busy_timeout: float | None = None,
+    ) -> Store:
+        """Create a store in a new or empty file, recording its policy and whether it is keyed."""
+        path = Path(path)
+        key = check_key(key) if key is not None else None
+        for candidate in (path, Path(f"{path}-wal")):
+            if candidate.exists() and (candidate.is_dir() or candidate.stat().st_size > 0):
+                raise InputError(
+                    "refusing to initialise: the file exists and is not empty",
+                    source=str(candidate),
+                )
+        policy = policy or DEFAULT_POLICY
+        meta = {
+            "format": FORMAT,
+            "policy": canonical_json(policy.to_json()),
+            "policy_digest": policy.digest,
+            "keyed": "true" if key is not None else "false",
+        }
+        if key is not None:
+            meta["key_check"] = _key_check(key)
+
+        def create(db: Database) -> None:
+            db.enable_wal()
+            with _write(db, path):
+                if current_version(db) != 0:
+                    raise InputError("refusing to initialise: already a store", source=str(path))
+                migrate(db)
+                rows = [{"name": k, "value": v} for k, v in sorted(meta.items())]
+                db.table("store_meta").insert_all(rows)
+
+        return cls._start(path, key, busy_timeout, create)
+
+    @classmethod
+    def open(
+        cls, path: str | Path, *, key: bytes | None = None, busy_timeout: float | None = None
+    ) -> Store:
+        """Open an existing store, applying pending schema migrations."""
+        path = Path(path)
+        key = check_key(key) if key is not None else None
+        if not path.is_file():
+            raise InputError("no such store", source=str(path))
+        if not is_store(path):
+            raise InputError("not a gamma store (no SQLite header)", source=str(path))
+
+        def upgrade(db: Database) -> None:
+            version = current_version(db)
+            if version == 0:
+                raise StoreError(f"{path}: not a gamma store (no schema)")
+            if version != LATEST:
+                with _write(db, path):
+                    migrate(db)
+            if db.journal_mode != "wal":
+                db.enable_wal()
+
+        return cls._start(path, key, busy_timeout, upgrade)
+
+    @classmethod
+    def _start(
+        cls, path: Path, key: bytes | None, timeout: float | None, setup: Callable[[Database], None]
+    ) -> Store:
+        """Connect (WAL, synchronous=FULL, busy timeout), run ``setup``, close on any failure."""
+        db: Database | None = None
+        try:
+            conn = sqlite3.connect(
+                str(path),
+                timeout=BUSY_TIMEOUT if timeout is None else timeout,
+                isolation_level=None,
+            )
+            db = Database(conn, recursive_triggers=False, execute_plugins=False)
+            db.execute("PRAGMA synchronous=FULL")
+            setup(db)
+            return cls(db, path, key=key)
+        except BaseException as exc:
+            if db is not None:
+                db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _translate(exc, path) from exc
+            raise
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the file (a copied .db alone then holds every commit), close."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._db.execute("PRAGMA busy_timeout = 200")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass  # best effort: commits are durable in the WAL; the last connection folds it in
+        finally:
+            self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- what the store holds ------------------------------------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        """The policy recorded at ``init``; appends are validated against it."""
+        if self._policy is None:
+            try:
+                self._policy = Policy.from_json(json.loads(self._meta["policy"]), source=str(self.path))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise StoreError(
+                    f"{self.path}: the recorded policy is unreadable ({exc})"
+                ) from None
+        return self._policy
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the store says it keeps a keyed chain (verify never relies on this)."""
+        return self._meta.get("keyed") == "true"
+
+    def head(self) -> str:
+        """The plain chain head after the last event (64 zeros when empty)."""
+        row = self._query("SELECT head FROM events ORDER BY position DESC LIMIT 1").fetchone()
+        return GENESIS_HEX if row is None else str(row[0])
+
+    def __len__(self) -> int:
+        row = self._query("SELECT coalesce(max(position), 0) FROM events").fetchone()
+        return int(row[0])
+
+    def events(self, *, until: datetime | None = None) -> tuple[Event, ...]:
+        """The stored events in order (those with ``ts <= until`` when given)."""
+        sql, args = "SELECT position, body FROM events", []
+        if until is not None:
+            sql, args = sql + " WHERE ts_us <= ?", [ts_micros(until)]
+        policy, source = self.policy, str(self.path)
+        return tuple(
+            event_from_json(
+                decode_json(body, source=source, line=pos), policy=policy, source=source, line=pos
+            )
+            for pos, body in self._query(sql + " ORDER BY position", args)
+        )
+
+    def export(self) -> Iterator[str]:
+        """The canonical JSON of every event, in order, one string per line (no newline)."""
+        for (body,) in self._query("SELECT body FROM events ORDER BY position"):
+            yield str(body)
+
+    def slice(
+        self,
+        *,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> Iterator[str]:
+        """Canonical lines of one tenant and/or a ``ts`` range (both bounds inclusive)."""
+        bounds = [
+            ("tenant = ?", tenant),
+            ("ts_us >= ?", None if since is None else ts_micros(since)),
+            ("ts_us <= ?", None if until is None else ts_micros(until)),
+        ]
+        where = [(test, value) for test, value in bounds if value is not None]
+        sql = " AND ".join(["SELECT body FROM events WHERE 1"] + [test for test, _ in where])
+        for (body,) in self._query(sql + " ORDER BY position", [value for _, value in where]):
+            yield str(body)
+
+    def verify(
+        self,
+        *,
+        key: bytes | None = None,
+        expect_head: str | None = None,
+        expect_prefix: str | None = None,
+    ) -> VerifyReport:
+        """Check every row's links and hashes (and the keyed chain when a key is given)."""
+        key = check_key(key) if key is not None else self._key
+        with self._snapshot():
+            rows = (
+                ChainRow(*row)
+                for row in self._query(f"SELECT {_SELECT} FROM events ORDER BY position")
+            )
+            report = check_rows(
+                rows,
+                source=str(self.path),
+                lookup=SqlRowLookup(self._db),
+                key=key,
+                expect_head=expect_head,
+                expect_prefix=expect_prefix,
+            )
+        if key is None and self.keyed:
+            note = "the store says it is keyed; only a key you bring checks the keyed chain"
+            report = attrs.evolve(report, note=note)
+        return report
+
+    # -- appending -----------------------------------------------------------------------
+
+    def append(
+        self,
+        lines_or_events: Iterable[Appendable] | str,
+        *,
+        now: datetime | None = None,
+        source: str | None = None,
+    ) -> AppendResult:
+        """Validate and store a batch: all of it or none of it.
+
+        Items are JSONL lines (a str is split into lines), decoded objects or
+        events. An event byte-identical to a stored one is skipped (an event
+        without ``ts`` is compared with the stored one's ``ts`` filled in), so
+        a writer that died after commit can retry; the same id with other
+        content is a DuplicateIdError (field ``id``). ``now`` stands in for the
+        clock in tests. Errors name the first bad line of ``source``.
+        """
+        source = source or "<append>"
+        key = self._append_key()
+        if now is not None and now.utcoffset() is None:
+            raise InputError("now must carry a time zone", field="now")
+        parsed = self._parse(lines_or_events, source)
+        with _write(self._db, self.path):
+            last = self._db.execute(
+                "SELECT position, head, keyed_head, ts_us FROM events ORDER BY position DESC LIMIT 1"
+            ).fetchone()
+            position, head, keyed_head, last_ts = (
+                (0, GENESIS_HEX, GENESIS_HEX, None)
+                if last is None
+                else (int(last[0]), str(last[1]), str(last[2] or GENESIS_HEX), from_micros(last[3]))
+            )
+            clock = (now or datetime.now(UTC)).astimezone(UTC)
+            pending = self._new_events(parsed, last_ts, clock, source)
+            checked = [(line, event) for line, event, _ in pending]
+            validate_log(checked, index=_SqlIndex(self._db, last_ts), source=source)
+            rows: list[list[Any]] = []
+            prev, keyed_prev = bytes.fromhex(head), bytes.fromhex(keyed_head)
+            for _, event, canonical in pending:
+                position += 1
+                current = step(prev, canonical)
+                keyed_now = keyed_step(key, keyed_prev, canonical) if key is not None else None
+                rows.append(_row(position, event, canonical, prev.hex(), current.hex(), keyed_now))
+                prev, keyed_prev = current, keyed_now or keyed_prev
+            if rows:
+                self._db.table("events").insert_all(iter([_COLUMNS, *rows]), batch_size=500)
+        return AppendResult(appended=len(rows), events=position, head=prev.hex())
+
+    def _append_key(self) -> bytes | None:
+        """The key that extends the keyed chain; a wrong or missing key is refused up front."""
+        if not self.keyed:
+            if self._key is not None:
+                raise StoreError(
+                    f"{self.path}: a key was given but the store was initialised without one"
+                )
+            return None
+        if self._key is None:
+            raise StoreError(
+                f"{self.path}: the store is keyed: pass its key (--key-file or GAMMA_CHAIN_KEY)"
+            )
+        if not hmac.compare_digest(_key_check(self._key), self._meta.get("key_check", "")):
+            raise StoreError(f"{self.path}: the key is not the one this store was initialised with")
+        return self._key
+
+    def _parse(self, items: Iterable[Appendable] | str, source: str) -> list[_Parsed]:
+        """Decode and check each item; an object without ts is kept for the store to stamp."""
+        if isinstance(items, str):
+            items = items.split("\n")
+        policy = self.policy
+        parsed = []
+        for number, item in enumerate(items, start=1):
+            if isinstance(item, str):
+                if not item.strip():
+                    continue
+                obj = decode_json(item, source=source, line=number)
+            elif isinstance(item, Mapping):
+                obj = dict(item)
+            else:
+                obj = event_to_json(item)
+            unstamped = obj if isinstance(obj, dict) and "ts" not in obj else None
+            if unstamped is not None:  # checked now with a stand-in ts, stamped under the lock
+                obj = {**obj, "ts": _PLACEHOLDER_TS}
+            event = event_from_json(obj, policy=policy, source=source, line=number)
+            parsed.append(_Parsed(number, event, unstamped))
+        return parsed
+
+    def _new_events(
+        self, parsed: list[_Parsed], last_ts: datetime | None, clock: datetime, source: str
+    ) -> list[tuple[int | None, Event, str]]:
+        """Stamp missing ts and drop events identical to stored (or earlier) ones.
+
+        An id reused with other content stays in the batch, so that
+        validate_log reports it in line order with every other error.
+        """
+        stored = self._stored({item.event.id for item in parsed})
+        accepted: dict[str, tuple[str, datetime]] = {}
+        pending: list[tuple[int | None, Event, str]] = []
+        floor = last_ts
+        for line, event, unstamped in parsed:
+            earlier = stored.get(event.id) or accepted.get(event.id)
+            if unstamped is not None:
+                ts = earlier[1] if earlier else (clock if floor is None else max(clock, floor))
+                stamped = {**unstamped, "ts": format_ts(ts)}
+                event = event_from_json(stamped, policy=self.policy, source=source, line=line)
+            canonical = canonical_event(event)
+            if earlier is not None and canonical == earlier[0]:
+                continue
+            accepted.setdefault(event.id, (canonical, event.ts))
+            pending.append((line, event, canonical))
+            floor = event.ts
+        return pending
+
+    def _stored(self, ids: set[str]) -> dict[str, tuple[str, datetime]]:
+        """Bodies and ts of the stored events among ``ids``, in a few indexed queries."""
+        found: dict[str, tuple[str, datetime]] = {}
+        wanted = sorted(ids)
+        for start in range(0, len(wanted), _LOOKUP_CHUNK):
+            chunk = wanted[start : start + _LOOKUP_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for event_id, body, ts_us in self._db.execute(
+                f"SELECT id, body, ts_us FROM events WHERE id IN ({marks})", chunk
+            ):
+                found[str(event_id)] = (str(body), from_micros(ts_us))
+        return found
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _query(self, sql: str, args: list[Any] | None = None) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, args or [])
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction, so every query sees the same log while writers go on."""
+        self._query("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.rollback()
+
+
+def _row(
+    position: int, event: Event, canonical: str, prev: str, head: str, keyed: bytes | None
+) -> list[Any]:
+    return [
+        position,
+        event.id,
+        event.TYPE,
+        event.tenant,
+        ts_micros(event.ts),
+        getattr(event, "fact", None),
+        getattr(event, "key", None),
+        event.experience if isinstance(event, Experience) else None,
+        canonical,
+        prev,
+        head,
+        keyed.hex() if keyed is not None else None,
+    ]
+
+
+@contextmanager
+def _write(db: Database, path: Path) -> Iterator[None]:
+    """One write transaction taken with BEGIN IMMEDIATE: the lock first, then the reads."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from exc
+    try:
+        yield
+        db.execute("COMMIT")
+    except sqlite3.Error as exc:
+        db.rollback()
+        raise _translate(exc, path) from exc
+    except BaseException:
+        db.rollback()
+        raise

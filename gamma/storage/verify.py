@@ -1,0 +1,463 @@
+"""Verifying a log's hash chain: a store's stored links, or a JSONL file against a known head.
+
+A store row keeps its previous head, so the first broken link tells what was
+done: a row whose body does not hash to its head was *edited*; a row whose
+previous head is nowhere had its predecessor *deleted*; one whose previous
+head belongs to a later row was *reordered*; rows that the chain skips over
+were *inserted*. A JSONL file keeps no heads, so its head is computed and
+compared with one recorded elsewhere (``expect_head`` / ``expect_prefix``).
+Without a key, whoever rewrites the log and recomputes the plain chain is
+caught only by such a recorded head; the keyed chain (HMAC) is checked only
+against a key the auditor brings, never because the store says it is keyed.
+Verification checks integrity only: no policy is involved.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, cast
+
+import attrs
+from sqlite_utils import Database
+
+from gamma.core.canonical import parse_ts
+from gamma.core.chain import GENESIS, GENESIS_HEX, keyed_step, step
+from gamma.core.errors import InputError
+from gamma.core.events import canonical_event, decode_json, decode_lines, event_from_json
+from gamma.core.policy import Policy
+from gamma.storage.migrations import ts_micros
+
+__all__ = [
+    "ChainRow",
+    "RowLookup",
+    "SqlRowLookup",
+    "VerifyReport",
+    "check_head",
+    "check_rows",
+    "verify_file",
+    "verify_path",
+]
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_Problem = tuple[str, int | None, str | None, str]  # kind, position, event id, detail
+
+
+@attrs.frozen(kw_only=True)
+class VerifyReport:
+    """The outcome of one verification; ``kind`` names the first problem, if any.
+
+    ``head`` is the plain head recomputed from the bodies as they now read;
+    ``keyed`` says whether a keyed chain was checked (a key was given).
+    """
+
+    source: str
+    ok: bool
+    events: int
+    head: str
+    keyed: bool = False
+    keyed_head: str | None = None
+    kind: str | None = None
+    position: int | None = None
+    event: str | None = None
+    detail: str | None = None
+    note: str | None = None
+
+    @property
+    def message(self) -> str:
+        if self.ok:
+            return f"{self.source}: intact, {self.events} events, head {self.head}"
+        return f"{self.source}: tampered ({self.kind}): {self.detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "detail": self.detail,
+            "event": self.event,
+            "events": self.events,
+            "head": self.head,
+            "keyed": self.keyed,
+            "keyed_head": self.keyed_head,
+            "kind": self.kind,
+            "note": self.note,
+            "ok": self.ok,
+            "position": self.position,
+            "source": self.source,
+        }
+
+
+class ChainRow(NamedTuple):
+    """One stored event row, as the store's ``events`` table holds it."""
+
+    position: int
+    id: str
+    type: str
+    tenant: str
+    ts_us: int
+    fact: str | None
+    key: str | None
+    experience: str | None
+    body: str
+    prev_head: str
+    head: str
+    keyed_head: str | None
+
+
+class RowLookup(Protocol):
+    """The few store queries needed to name a broken link (run only after one is found)."""
+
+    def position_of_head(self, head: str) -> int | None: ...
+    def first_linking(self, prev_head: str, *, after: int) -> tuple[int, str] | None: ...
+    def row_after(self, position: int) -> tuple[int, str] | None: ...
+
+
+class SqlRowLookup:
+    """RowLookup over a store's ``events`` table; the queries scan, but run only after a break."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def position_of_head(self, head: str) -> int | None:
+        row = self._db.execute("SELECT min(position) FROM events WHERE head = ?", [head]).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def first_linking(self, prev_head: str, *, after: int) -> tuple[int, str] | None:
+        row = self._db.execute(
+            "SELECT position, id FROM events WHERE prev_head = ? AND position > ?"
+            " ORDER BY position LIMIT 1",
+            [prev_head, after],
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def row_after(self, position: int) -> tuple[int, str] | None:
+        row = self._db.execute(
+            "SELECT position, id FROM events WHERE position > ? ORDER BY position LIMIT 1",
+            [position],
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+
+def check_head(value: str | None, *, option: str) -> str | None:
+    """A head given on the command line: 64 hex digits, compared in lowercase."""
+    if value is None:
+        return None
+    head = value.strip().lower()
+    if not _HEX64.fullmatch(head):
+        raise InputError(f"a head is 64 hex digits, got {value!r}", source=option)
+    return head
+
+
+class _Expectations:
+    """Watches the heads go by and judges ``expect_head`` / ``expect_prefix`` at the end."""
+
+    def __init__(self, expect_head: str | None, expect_prefix: str | None) -> None:
+        self.wanted = {h for h in (expect_head, expect_prefix) if h is not None}
+        self.expect_head = expect_head
+        self.expect_prefix = expect_prefix
+        # the empty prefix: every log starts from the genesis head
+        self.seen: dict[str, tuple[int, str | None]] = {GENESIS_HEX: (0, None)}
+
+    def observe(self, head: str, position: int, event: str) -> None:
+        if head in self.wanted and head not in self.seen:
+            self.seen[head] = (position, event)
+
+    def judge(self, head: str, events: int) -> _Problem | None:
+        for wanted, exact in ((self.expect_head, True), (self.expect_prefix, False)):
+            if wanted is None or (exact and wanted == head):
+                continue
+            found = self.seen.get(wanted)
+            if found is None:
+                return (
+                    "truncated_or_rewritten",
+                    None,
+                    None,
+                    (
+                        f"the expected head {wanted} is nowhere in the log: it was truncated or"
+                        f" rewritten (it now has {events} events, head {head})"
+                    ),
+                )
+            if exact:
+                position, event = found
+                return (
+                    "grown",
+                    position,
+                    event,
+                    (
+                        f"the expected head is the head after position {position} of {events}:"
+                        " the log has grown since (--expect-prefix accepts that)"
+                    ),
+                )
+        return None
+
+
+def check_rows(
+    rows: Iterable[ChainRow],
+    *,
+    source: str,
+    lookup: RowLookup,
+    key: bytes | None = None,
+    expect_head: str | None = None,
+    expect_prefix: str | None = None,
+) -> VerifyReport:
+    """Check a store's rows in position order in one pass; name the first bad position."""
+    expected_prev = GENESIS_HEX
+    computed = GENESIS
+    keyed = GENESIS
+    problem: _Problem | None = None
+    keyed_problem: _Problem | None = None
+    expectations = _Expectations(expect_head, expect_prefix)
+    count = 0
+    previous: ChainRow | None = None
+    for row in rows:
+        count += 1
+        computed = step(computed, row.body)
+        head = computed.hex()
+        expectations.observe(head, row.position, row.id)
+        if key is not None:
+            keyed = keyed_step(key, keyed, row.body)
+            if keyed_problem is None:
+                keyed_problem = _keyed_problem(row, keyed.hex())
+        if problem is None:
+            if row.prev_head != expected_prev:
+                problem = _classify_link(row, previous, lookup)
+            elif head != row.head:
+                problem = (
+                    "edited",
+                    row.position,
+                    _event_id(row),
+                    (
+                        f"position {row.position} (event {_event_id(row)}) was edited:"
+                        " its body does not hash to its recorded head"
+                    ),
+                )
+            else:
+                problem = _column_problem(row)
+        expected_prev = row.head
+        previous = row
+    head = computed.hex()
+    found = problem or keyed_problem or expectations.judge(head, count)
+    return _report(source, found, count, head, keyed.hex() if key is not None else None)
+
+
+def _report(
+    source: str, found: _Problem | None, count: int, head: str, keyed_head: str | None
+) -> VerifyReport:
+    """The report of a finished pass: ok, or the first problem found."""
+    kind, position, event, detail = found if found else (None, None, None, None)
+    return VerifyReport(
+        source=source,
+        ok=found is None,
+        events=count,
+        head=head,
+        keyed=keyed_head is not None,
+        keyed_head=keyed_head,
+        kind=kind,
+        position=position,
+        event=event,
+        detail=detail,
+    )
+
+
+def _keyed_problem(row: ChainRow, keyed_hex: str) -> _Problem | None:
+    if row.keyed_head is None:
+        return (
+            "not_keyed",
+            row.position,
+            row.id,
+            (
+                f"a key was given but position {row.position} (event {row.id}) has no keyed head:"
+                " the store was not keyed, or its keyed chain was removed"
+            ),
+        )
+    if row.keyed_head != keyed_hex:
+        return (
+            "keyed_mismatch",
+            row.position,
+            row.id,
+            (
+                f"position {row.position} (event {row.id}): the keyed chain does not match:"
+                " rewritten by someone without the key (or the key is not this store's)"
+            ),
+        )
+    return None
+
+
+def _classify_link(row: ChainRow, previous: ChainRow | None, lookup: RowLookup) -> _Problem:
+    """Tell a deletion, an insertion and a reordering apart from where the link points."""
+    pos, event = row.position, _event_id(row)
+    expected_prev = GENESIS_HEX if previous is None else previous.head
+    target = 0 if row.prev_head == GENESIS_HEX else lookup.position_of_head(row.prev_head)
+    if target is not None and target > pos:
+        return (
+            "reordered",
+            pos,
+            event,
+            (
+                f"position {pos} (event {event}) is out of order:"
+                f" it follows the event now at position {target}"
+            ),
+        )
+    if target is not None and target < pos:
+        first = lookup.row_after(target) or (pos, event)
+        return (
+            "inserted",
+            first[0],
+            first[1],
+            (
+                f"position {first[0]} (event {first[1]}) was inserted: the chain goes from"
+                f" position {target} straight to position {pos}"
+            ),
+        )
+    resumes = lookup.first_linking(expected_prev, after=pos)
+    if resumes is not None:
+        return (
+            "inserted",
+            pos,
+            event,
+            (
+                f"position {pos} (event {event}) was inserted: the chain resumes at"
+                f" position {resumes[0]} (event {resumes[1]})"
+            ),
+        )
+    if previous is None:
+        where, other = "at the start of the log", ""
+    else:
+        where = f"after position {previous.position}"
+        other = (
+            f"; or position {previous.position} (event {_event_id(previous)}) was rewritten"
+            " and its head recomputed"
+        )
+    return (
+        "deleted",
+        pos,
+        event,
+        (
+            f"events were deleted {where}: the event after the gap is {event} at position {pos},"
+            f" whose recorded previous head is nowhere in the store{other}"
+        ),
+    )
+
+
+def _column_problem(row: ChainRow) -> _Problem | None:
+    """The lookup columns must say what the body says (appends trust them)."""
+    try:
+        body = json.loads(row.body)
+        ts_us = ts_micros(parse_ts(body["ts"]))
+    except (ValueError, KeyError, TypeError):
+        body, ts_us = None, None
+    if not isinstance(body, dict):
+        return (
+            "edited",
+            row.position,
+            row.id,
+            f"position {row.position} (event {row.id}) was edited: its body is not a JSON event",
+        )
+    expected = {
+        "id": body.get("id"),
+        "type": body.get("type"),
+        "tenant": body.get("tenant"),
+        "ts_us": ts_us,
+        "fact": body.get("fact"),
+        "key": body.get("key"),
+        "experience": body.get("experience"),
+    }
+    for column, value in expected.items():
+        if getattr(row, column) != value:
+            return (
+                "edited",
+                row.position,
+                str(body.get("id", row.id)),
+                (
+                    f"position {row.position} (event {body.get('id', row.id)}) was edited:"
+                    f" its {column} column disagrees with its body"
+                ),
+            )
+    return None
+
+
+def _event_id(row: ChainRow) -> str:
+    try:
+        body = json.loads(row.body)
+    except ValueError:
+        return row.id
+    found = body.get("id") if isinstance(body, dict) else None
+    return found if isinstance(found, str) else row.id
+
+
+# -- JSONL files -------------------------------------------------------------------------
+
+
+class _AnyNames:
+    """Accepts every authority and clearance name: verification does not need the policy."""
+
+    authority_ladder: tuple[str, ...] = ()
+    clearance_ladder: tuple[str, ...] = ()
+
+    def knows_authority(self, name: str) -> bool:
+        return True
+
+    def knows_clearance(self, name: str) -> bool:
+        return True
+
+
+_ANY_NAMES = cast(Policy, _AnyNames())
+
+
+def verify_file(
+    path: str | Path,
+    *,
+    key: bytes | None = None,
+    expect_head: str | None = None,
+    expect_prefix: str | None = None,
+) -> VerifyReport:
+    """Compute a JSONL log's head (and keyed head) and compare it with the expected head.
+
+    Each line is parsed and canonicalised as an event; an unparsable line is an
+    input error (unreadable), not tampering.
+    """
+    path = Path(path)
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read log: {exc.strerror}", source=source) from None
+    lines = decode_lines(raw, source=source)
+    computed = GENESIS
+    keyed = GENESIS
+    expectations = _Expectations(expect_head, expect_prefix)
+    count = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        obj = decode_json(line, source=source, line=number)
+        event = event_from_json(obj, policy=_ANY_NAMES, source=source, line=number)
+        canonical = canonical_event(event)
+        count += 1
+        computed = step(computed, canonical)
+        if key is not None:
+            keyed = keyed_step(key, keyed, canonical)
+        expectations.observe(computed.hex(), count, event.id)
+    head = computed.hex()
+    found = expectations.judge(head, count)
+    return _report(source, found, count, head, keyed.hex() if key is not None else None)
+
+
+def verify_path(
+    path: str | Path,
+    *,
+    key: bytes | None = None,
+    expect_head: str | None = None,
+    expect_prefix: str | None = None,
+) -> VerifyReport:
+    """Verify a store or a JSONL file, told apart by the SQLite header."""
+    from gamma.storage.sources import is_store
+
+    if not Path(path).is_file():
+        raise InputError("no such file", source=str(path))
+    if not is_store(path):
+        return verify_file(path, key=key, expect_head=expect_head, expect_prefix=expect_prefix)
+    from gamma.storage.store import Store
+
+    with Store.open(path) as store:
+        return store.verify(key=key, expect_head=expect_head, expect_prefix=expect_prefix)
