@@ -9,6 +9,15 @@ fact is withheld.
 
 from __future__ import annotations
 
+from gamma.core.decisions import (
+    REASON_CODES,
+    Admitted,
+    Excluded,
+    ExperienceVerdict,
+    Ignored,
+    Reason,
+    UsedReason,
+)
 from gamma.core.errors import (
     ActorError,
     CycleError,
@@ -39,28 +48,21 @@ from gamma.core.model import (
     Visibility,
 )
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
-from gamma.core.resolution import (
-    REASON_CODES,
-    Admitted,
-    Excluded,
-    ExperienceVerdict,
-    Ignored,
-    Reason,
-    Resolution,
-    UsedReason,
-)
+from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
 from gamma.core.version import __version__
-from gamma.scoring.findings import Validation, Violation, validate
-from gamma.scoring.metrics import Rate, Score, score
+from gamma.scoring.findings import Validation, Violation
+from gamma.scoring.metrics import Rate, Score
 
 # The store pulls in sqlite-utils; load it only when asked for.
 _LAZY = {
+    "validate": "gamma.api",
+    "score": "gamma.api",
     "Store": "gamma.storage.store",
     "AppendResult": "gamma.storage.store",
     "VerifyReport": "gamma.storage.verify",
     "verify_file": "gamma.storage.verify",
-    "verify_path": "gamma.storage.verify",
+    "verify_path": "gamma.storage.sources",
     "audit_record": "gamma.audit.replay",
     "write_audit": "gamma.audit.replay",
     "read_audit": "gamma.audit.replay",

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import structlog
 
+from gamma import score
 from gamma.cli import main
-from gamma.scoring.metrics import score
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "fixtures" / "examples"

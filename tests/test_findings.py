@@ -9,6 +9,7 @@ import attrs
 import pytest
 from helpers import AT, A, X, actor, log, ts
 
+import gamma
 from gamma.core.errors import InputError
 from gamma.scoring.findings import (
     Stated,
@@ -372,8 +373,8 @@ class TestValidation:
         assert data["violations"][0]["tokens"] == ["$40,000"]
 
     def test_log_path_and_actor_dict(self) -> None:
-        """``validate`` takes a log path, an actor object and a time string."""
-        result = validate(
+        """``gamma.validate`` takes a log path, an actor object and a time string."""
+        result = gamma.validate(
             ROOT / "fixtures" / "examples" / "acme.jsonl",
             actor={"id": "alice", "tenant": "acme", "roles": ["sales"], "clearance": "internal",
                    "scope": "helios/launch"},

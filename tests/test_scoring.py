@@ -13,6 +13,7 @@ from helpers import AT, A, X, log, ts
 from hypothesis import given
 from hypothesis import strategies as st
 
+import gamma
 from gamma.core.errors import InputError, UnknownFieldError
 from gamma.scoring.metrics import (
     FACTORIAL_TABLE,
@@ -298,7 +299,7 @@ class TestRates:
 
     def test_every_rate_carries_its_numerator_and_denominator(self) -> None:
         """Each rate object of a full score is {k, n, rate} with rate = k/n."""
-        data = score(EXAMPLES / "responses.jsonl", EXAMPLES / "acme.jsonl").to_dict()
+        data = gamma.score(EXAMPLES / "responses.jsonl", EXAMPLES / "acme.jsonl").to_dict()
         found = []
 
         def walk(obj: Any) -> None:
@@ -444,7 +445,7 @@ class TestWorkedExample:
     """The README's example: five responses of alice to fixtures/examples/acme.jsonl, counted by hand."""
 
     def data(self) -> dict[str, Any]:
-        return score(load_responses(EXAMPLES / "responses.jsonl"), EXAMPLES / "acme.jsonl").to_dict()
+        return gamma.score(load_responses(EXAMPLES / "responses.jsonl"), EXAMPLES / "acme.jsonl").to_dict()
 
     def test_rates(self) -> None:
         """GBR 1/5 (r2), conditional 1/5 (every line had a chance), URR 2/5 (r2, r4)."""

@@ -16,8 +16,9 @@ from gamma.core.chain import GENESIS_HEX, head_of, step
 from gamma.core.errors import InputError, JSONSyntaxError
 from gamma.core.events import canonical_event, parse_events
 from gamma.storage.migrations import ts_micros
+from gamma.storage.sources import verify_path
 from gamma.storage.store import Store
-from gamma.storage.verify import check_head, verify_file, verify_path
+from gamma.storage.verify import check_head, verify_file
 
 KEY = b"an auditor's secret key, 32 b.."
 

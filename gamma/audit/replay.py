@@ -36,6 +36,15 @@ from gamma.audit.diff import (
 from gamma.core.canonical import canonical_json, digest_of, parse_ts
 from gamma.core.chain import head_of
 from gamma.core.convert import first_failure
+from gamma.core.decisions import (
+    REASON_CODES,
+    Admitted,
+    Excluded,
+    ExperienceVerdict,
+    Ignored,
+    Reason,
+    UsedReason,
+)
 from gamma.core.errors import (
     InputError,
     JSONSyntaxError,
@@ -47,16 +56,7 @@ from gamma.core.errors import (
 from gamma.core.events import canonical_event, decode_json, parse_actor
 from gamma.core.model import Actor, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.resolution import (
-    REASON_CODES,
-    Admitted,
-    Excluded,
-    ExperienceVerdict,
-    Ignored,
-    Reason,
-    Resolution,
-    UsedReason,
-)
+from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
 from gamma.core.version import __version__
 

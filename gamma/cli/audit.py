@@ -18,7 +18,8 @@ from gamma.cli.logs import command
 from gamma.cli.options import log_argument, read_policy
 from gamma.core.errors import PolicyError
 from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.storage.sources import LoadedLog, is_store, open_log
+from gamma.storage.sources import LoadedLog, open_log
+from gamma.storage.store import is_store
 
 __all__ = ["audit_group", "replay_command"]
 

@@ -18,11 +18,11 @@ import click
 
 from gamma.cli import exit_with
 from gamma.cli.logs import command
-from gamma.cli.options import dumps
 from gamma.cli.score import render_score
 from gamma.conformance.cases import SUITES, load_cases
 from gamma.conformance.readers import READERS
 from gamma.conformance.runner import CaseResult, Report, quote, run
+from gamma.core.canonical import compact_json
 from gamma.core.errors import InputError
 from gamma.scoring.metrics import Rate
 
@@ -68,7 +68,7 @@ def conformance_command(
         report = run(cases, reader=reader, system=system, timeout=timeout, audit=audit)
         if junit is not None:
             _write(Path(junit), junit_xml(report))
-        click.echo(dumps(report.to_json()) if as_json else render(report))
+        click.echo(compact_json(report.to_json()) if as_json else render(report))
         record.update(kind=report.kind, ok=report.ok, **report.summary())
     exit_with(report.exit_code)
 

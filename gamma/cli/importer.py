@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gamma.cli.logs import command
-from gamma.cli.options import dumps
+from gamma.core.canonical import compact_json
 
 
 @click.group("import")
@@ -32,5 +32,5 @@ def statebench_command(timelines: str, out_dir: str) -> None:
             "unmapped": report.unmapped,
             "unmapped_by_kind": dict(report.unmapped_by_kind),
         }
-        click.echo(dumps(summary))
+        click.echo(compact_json(summary))
         record.update(cases=report.cases, unmapped=report.unmapped)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -91,7 +90,3 @@ def read_at(text: str) -> datetime:
     except ValueError as exc:
         raise InputError(str(exc), source="--at") from None
 
-
-def dumps(obj: Any) -> str:
-    """Sorted-key compact JSON for machine output that may hold floats (not canonical)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

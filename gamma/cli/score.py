@@ -12,13 +12,13 @@ from gamma.cli.logs import command
 from gamma.cli.options import (
     actor_option,
     at_option,
-    dumps,
     log_argument,
     policy_option,
     read_actor,
     read_at,
     read_policy,
 )
+from gamma.core.canonical import compact_json
 from gamma.core.errors import InputError
 from gamma.core.events import decode_json
 from gamma.core.resolver import resolve
@@ -57,7 +57,7 @@ def validate_command(
             context=_text(context, "--context") if context is not None else None,
             experience=experience,
         )
-        click.echo(dumps({"ok": not found, "violations": [v.to_dict() for v in found]}))
+        click.echo(compact_json({"ok": not found, "violations": [v.to_dict() for v in found]}))
         record.update(violations=len(found), digest=resolution.digest)
     if found:
         exit_with(1)
@@ -93,7 +93,7 @@ def score_command(responses: str, log: str, policy_path: str | None, as_json: bo
         events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
         result = score(responses, events, policy=policy)
         data = result.to_dict()
-        click.echo(dumps(data) if as_json else render_score(data), nl=True)
+        click.echo(compact_json(data) if as_json else render_score(data), nl=True)
         record.update(responses=data["responses"], findings=len(data["findings"]))
 
 

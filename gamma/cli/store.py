@@ -21,8 +21,9 @@ from gamma.cli.options import read_policy
 from gamma.core.canonical import canonical_json, parse_ts
 from gamma.core.errors import InputError
 from gamma.core.events import decode_lines
+from gamma.storage.sources import verify_path
 from gamma.storage.store import Store, check_key
-from gamma.storage.verify import check_head, verify_path
+from gamma.storage.verify import check_head
 
 __all__ = [
     "append_command",

@@ -26,8 +26,8 @@ from typing import IO, Any, Self, cast
 import attrs
 
 from gamma.conformance.cases import VERDICTS, Case
+from gamma.core.decisions import REASON_CODES
 from gamma.core.errors import InputError
-from gamma.core.resolution import REASON_CODES
 
 __all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", "parse_reply",
            "request_for"]

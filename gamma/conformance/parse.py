@@ -25,6 +25,7 @@ from gamma.conformance.model import (
     Expect,
 )
 from gamma.core.canonical import parse_ts
+from gamma.core.decisions import REASON_CODES
 from gamma.core.errors import (
     InputError,
     JSONSyntaxError,
@@ -35,7 +36,6 @@ from gamma.core.errors import (
 from gamma.core.events import event_from_json, load_events, parse_actor, validate_log
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
-from gamma.core.resolution import REASON_CODES
 from gamma.scoring.grading import Pool
 
 __all__ = ["parse_case"]

@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-__all__ = ["canonical_json", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
+__all__ = ["canonical_json", "compact_json", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
 
 MAX_SAFE_INT = 2**53 - 1
 
@@ -25,6 +25,13 @@ _RFC3339 = re.compile(
 def canonical_json(obj: Any) -> str:
     """Serialise ``obj`` canonically; refuses floats so bytes never depend on float printing."""
     _refuse_floats(obj)
+    return compact_json(obj)
+
+
+def compact_json(obj: Any) -> str:
+    """Keys sorted by code point, no whitespace, UTF-8 text: the canonical layout, without the
+    float check, for objects already known to hold none (validated events, resolutions) and for
+    machine output that may hold rates."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

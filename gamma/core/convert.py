@@ -17,9 +17,9 @@ from cattrs.errors import AttributeValidationNote, IterableValidationNote
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from gamma.core.canonical import format_ts, parse_ts
+from gamma.core.decisions import Reason
 from gamma.core.errors import MissingFieldError, UnknownFieldError, ValueTypeError
 from gamma.core.model import EVENT_TYPES, Actor, Visibility
-from gamma.core.resolution import Reason
 
 __all__ = ["converter", "check_keys", "first_failure", "json_type"]
 

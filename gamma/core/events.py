@@ -18,7 +18,7 @@ from typing import IO, Any, Protocol
 
 import cattrs
 
-from gamma.core.canonical import MAX_SAFE_INT, canonical_json, format_ts
+from gamma.core.canonical import MAX_SAFE_INT, canonical_json, compact_json, format_ts
 from gamma.core.convert import check_keys, converter, first_failure
 from gamma.core.errors import (
     ActorError,
@@ -262,7 +262,7 @@ def _with_canonical(event: Event, obj: dict[str, Any]) -> Event:
     for name in _TIMESTAMP_FIELDS:
         if name in body and not _CANONICAL_TS.fullmatch(body[name]):
             body[name] = format_ts(getattr(event, name))
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = compact_json(body)
     # initialising a cache slot of an object built a moment ago, before anyone else sees it
     object.__setattr__(event, "_canonical", text)
     return event

@@ -8,8 +8,8 @@ an experience whose facts all stand is judged by its own applicability.
 
 from __future__ import annotations
 
+from gamma.core.decisions import SUBSTITUTING_CODES, ExperienceVerdict, Reason, UsedReason
 from gamma.core.model import Experience
-from gamma.core.resolution import SUBSTITUTING_CODES, ExperienceVerdict, Reason, UsedReason
 
 __all__ = ["FACTORIAL_TABLE", "expected_verdict", "verdict_of"]
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from gamma.core.canonical import format_ts
-from gamma.core.resolution import Resolution
+
+if TYPE_CHECKING:  # a type only: resolution imports this module to render itself
+    from gamma.core.resolution import Resolution
 
 __all__ = ["render", "render_text", "render_context", "inert", "EXPLANATIONS"]
 

@@ -8,113 +8,18 @@ rendered context only; they are derivable from the log and not serialised.
 from __future__ import annotations
 
 import functools
-import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
-from gamma.core.canonical import format_ts, sha256_hex
-from gamma.core.model import Actor, Value
+from gamma.core.canonical import compact_json, format_ts, sha256_hex
+from gamma.core.convert import converter
+from gamma.core.decisions import Admitted, Excluded, ExperienceVerdict, Ignored
+from gamma.core.model import Actor
+from gamma.core.render import render as render_resolution
 
-__all__ = [
-    "VALIDITY_CODES",
-    "VISIBILITY_CODES",
-    "SUBSTITUTING_CODES",
-    "REASON_CODES",
-    "Reason",
-    "Admitted",
-    "Excluded",
-    "UsedReason",
-    "ExperienceVerdict",
-    "Ignored",
-    "Resolution",
-]
-
-VALIDITY_CODES = frozenset(
-    {
-        "draft",
-        "hypothetical",
-        "not_yet_valid",
-        "expired",
-        "retracted",
-        "superseded",
-        "outranked",
-        "overridden",
-        "dependency_invalidated",
-    }
-)
-VISIBILITY_CODES = frozenset(
-    {"tenant_isolation", "access_denied", "out_of_scope", "dependency_restricted"}
-)
-SUBSTITUTING_CODES = frozenset({"superseded", "outranked", "overridden"})
-REASON_CODES: tuple[str, ...] = tuple(sorted(VALIDITY_CODES | VISIBILITY_CODES))
-
-Verdict = Literal["KEEP", "ADAPT", "REJECT"]
-
-
-def _dumps(body: dict[str, Any]) -> str:
-    """Canonical JSON of a resolution body: its values were validated, so no float can occur
-    and canonical_json's float walk (costly on a million facts) is skipped."""
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-@attrs.frozen
-class Reason:
-    """One exclusion code with the events that caused it and the facts it points at."""
-
-    code: str
-    events: tuple[str, ...] = ()
-    facts: tuple[str, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class Admitted:
-    fact: str
-    key: str
-    value: Value
-    scope: str
-    authority: str
-    kind: str
-    priority: str
-    needs_recheck: bool = False
-
-
-@attrs.frozen(kw_only=True)
-class Excluded:
-    fact: str
-    key: str | None
-    reasons: tuple[Reason, ...]
-
-    @property
-    def codes(self) -> tuple[str, ...]:
-        return tuple(reason.code for reason in self.reasons)
-
-
-@attrs.frozen(kw_only=True)
-class UsedReason:
-    """An exclusion reason of a fact an experience used."""
-
-    fact: str
-    code: str
-    events: tuple[str, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class ExperienceVerdict:
-    experience: str
-    verdict: Verdict
-    bindings: tuple[tuple[str, str], ...] = ()
-    reasons: tuple[UsedReason, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class Ignored:
-    """An event that had no effect because its authority was below the target fact's."""
-
-    event: str
-    code: str
-    fact: str
+__all__ = ["Resolution"]
 
 
 @attrs.frozen(kw_only=True)
@@ -137,11 +42,9 @@ class Resolution:
     @functools.cached_property
     def digest(self) -> str:
         """sha256 hex of the canonical JSON of the record without ``digest`` (computed when read)."""
-        return sha256_hex(_dumps(self._body()))
+        return sha256_hex(compact_json(self._body()))
 
     def _body(self) -> dict[str, Any]:
-        from gamma.core.convert import converter
-
         return {
             "actor": converter.unstructure(self.actor),
             "admitted": [converter.unstructure(a) for a in self.admitted],
@@ -159,13 +62,11 @@ class Resolution:
 
     def to_json(self) -> str:
         """One canonical JSON line (no trailing newline)."""
-        return _dumps(self.to_dict())
+        return compact_json(self.to_dict())
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> Resolution:
         """Rebuild a resolution from its JSON object; the digest is recomputed, not trusted."""
-        from gamma.core.convert import converter
-
         body = {k: v for k, v in obj.items() if k != "digest"}
         return converter.structure(body, cls)
 
@@ -183,6 +84,4 @@ class Resolution:
 
     def render(self, format: str = "text") -> str:
         """Render for people (``text``) or for the prompt (``context``); ``json`` is to_json."""
-        from gamma.core.render import render
-
-        return render(self, format)
+        return render_resolution(self, format)

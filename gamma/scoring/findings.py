@@ -20,15 +20,15 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import attrs
 
+from gamma.core.decisions import VISIBILITY_CODES
 from gamma.core.errors import InputError
 from gamma.core.model import Actor, Assert, Event
 from gamma.core.policy import Policy
-from gamma.core.resolution import VISIBILITY_CODES, Resolution
+from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
 from gamma.scoring.tokens import Token, extract, find, value_tokens
 
@@ -305,7 +305,7 @@ def _verdict_mismatch(resolution: Resolution, experience: str, stated: Stated) -
 
 
 def validate(
-    log: str | Path | Sequence[Event],
+    events: Sequence[Event],
     *,
     actor: Actor | dict[str, Any],
     at: datetime | str,
@@ -317,10 +317,10 @@ def validate(
     experience: str | None = None,
     policy: Policy | None = None,
 ) -> Validation:
-    """V(response, Γ(log, actor, at)): the violations of one response, for an agent to act on."""
-    from gamma.storage.sources import events_and_policy
+    """V(response, Γ(events, actor, at)): the violations of one response, for an agent to act on.
 
-    events, policy = events_and_policy(log, policy)
+    ``events`` is a validated log; ``gamma.validate`` also takes a path.
+    """
     resolution = resolve(events, actor, at, policy)
     stated = parse_stated(response, verdict=verdict, bindings=bindings)
     found = check_response(

@@ -17,14 +17,15 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
-from gamma.core.canonical import canonical_json, format_ts, parse_ts
+from gamma.core.canonical import canonical_json, compact_json, format_ts, parse_ts
 from gamma.core.convert import check_keys, converter, first_failure
+from gamma.core.decisions import SUBSTITUTING_CODES
 from gamma.core.errors import InputError
 from gamma.core.events import decode_json, parse_actor
 from gamma.core.experiences import FACTORIAL_TABLE, expected_verdict
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.resolution import SUBSTITUTING_CODES, Resolution
+from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
 from gamma.scoring.findings import LogFacts, Stated, check_response, parse_stated
 from gamma.scoring.grading import Pool, grade
@@ -93,7 +94,7 @@ class Score:
         return copy
 
     def to_json(self) -> str:
-        return json.dumps(self.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return compact_json(self.data)
 
 
 def load_responses(path: str | Path, *, policy: Policy | None = None) -> tuple[ResponseLine, ...]:
@@ -190,19 +191,17 @@ def _check_pair(item: ResponseLine, pairs: dict[str, dict[str, Any]], axes: dict
 
 def score(
     responses: Sequence[ResponseLine | Mapping[str, Any]] | str | Path,
-    log: Sequence[Event] | str | Path,
+    events: Sequence[Event],
     *,
     policy: Policy | None = None,
 ) -> Score:
-    """Score one system's responses against reference resolutions of ``log``.
+    """Score one system's responses against reference resolutions of the validated log
+    ``events`` (``gamma.score`` also takes a path, and a store's own policy).
 
     ``responses`` is a RESPONSES.jsonl path, or a sequence of ``ResponseLine``
-    or of response objects (dicts, validated as lines are). A store's policy is
-    used when ``policy`` is not given.
+    or of response objects (dicts, validated as lines are).
     """
-    from gamma.storage.sources import events_and_policy
-
-    events, policy = events_and_policy(log, policy)
+    policy = policy or DEFAULT_POLICY
     if isinstance(responses, (str, Path)):
         lines = load_responses(responses, policy=policy)
     else:  # checked as lines of a file are: duplicate cases, pair sides, cells...

@@ -1,4 +1,4 @@
-"""Where events come from: a JSONL file or a store, told apart by the SQLite header.
+"""Logs given by path: a JSONL file or a store, told apart by the SQLite header.
 
 I/O lives here (and in the store), never in the resolver.
 """
@@ -14,11 +14,10 @@ from gamma.core.errors import InputError
 from gamma.core.events import check_names, load_events
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.storage.store import Store, is_store
+from gamma.storage.verify import VerifyReport, verify_file
 
-__all__ = ["LoadedLog", "is_store", "open_log", "events_and_policy"]
-
-SQLITE_HEADER = b"SQLite format 3\x00"
-
+__all__ = ["LoadedLog", "open_log", "events_and_policy", "verify_path"]
 
 @attrs.frozen
 class LoadedLog:
@@ -28,21 +27,11 @@ class LoadedLog:
     store_policy: Policy | None = None
 
 
-def is_store(path: str | Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(16) == SQLITE_HEADER
-    except OSError:
-        return False
-
-
 def open_log(path: str | Path, *, policy: Policy | None = None) -> LoadedLog:
     """Read a log file or store; a store's events were validated when appended."""
     if not Path(path).exists():
         raise InputError("no such file", source=str(path))
     if is_store(path):
-        from gamma.storage.store import Store
-
         with Store.open(path) as store:
             events, store_policy = store.events(), store.policy
         if policy is not None and policy != store_policy:
@@ -61,3 +50,19 @@ def events_and_policy(
         loaded = open_log(log, policy=policy)
         return loaded.events, policy or loaded.store_policy or DEFAULT_POLICY
     return log, policy or DEFAULT_POLICY
+
+
+def verify_path(
+    path: str | Path,
+    *,
+    key: bytes | None = None,
+    expect_head: str | None = None,
+    expect_prefix: str | None = None,
+) -> VerifyReport:
+    """Verify a store or a JSONL file, told apart by the SQLite header."""
+    if not Path(path).is_file():
+        raise InputError("no such file", source=str(path))
+    if not is_store(path):
+        return verify_file(path, key=key, expect_head=expect_head, expect_prefix=expect_prefix)
+    with Store.open(path) as store:
+        return store.verify(key=key, expect_head=expect_head, expect_prefix=expect_prefix)

@@ -39,10 +39,20 @@ from gamma.core.events import (
 from gamma.core.model import Event, Experience
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.storage.migrations import LATEST, current_version, from_micros, migrate, ts_micros
-from gamma.storage.sources import is_store
 from gamma.storage.verify import ChainRow, SqlRowLookup, VerifyReport, check_rows
 
-__all__ = ["BUSY_TIMEOUT", "MIN_KEY_BYTES", "AppendResult", "Store", "check_key"]
+__all__ = ["BUSY_TIMEOUT", "MIN_KEY_BYTES", "SQLITE_HEADER", "AppendResult", "Store", "check_key", "is_store"]
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def is_store(path: str | Path) -> bool:
+    """Whether ``path`` is an SQLite file (a store), by its 16-byte header."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == SQLITE_HEADER
+    except OSError:
+        return False
 
 BUSY_TIMEOUT = 10.0
 """Seconds a command waits for another writer's lock before giving up (StoreBusyError, exit 3)."""

@@ -38,7 +38,6 @@ __all__ = [
     "check_head",
     "check_rows",
     "verify_file",
-    "verify_path",
 ]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -441,23 +440,3 @@ def verify_file(
     head = computed.hex()
     found = expectations.judge(head, count)
     return _report(source, found, count, head, keyed.hex() if key is not None else None)
-
-
-def verify_path(
-    path: str | Path,
-    *,
-    key: bytes | None = None,
-    expect_head: str | None = None,
-    expect_prefix: str | None = None,
-) -> VerifyReport:
-    """Verify a store or a JSONL file, told apart by the SQLite header."""
-    from gamma.storage.sources import is_store
-
-    if not Path(path).is_file():
-        raise InputError("no such file", source=str(path))
-    if not is_store(path):
-        return verify_file(path, key=key, expect_head=expect_head, expect_prefix=expect_prefix)
-    from gamma.storage.store import Store
-
-    with Store.open(path) as store:
-        return store.verify(key=key, expect_head=expect_head, expect_prefix=expect_prefix)

@@ -79,6 +79,7 @@ from gamma.conformance.statebench.read import (
     _emit_events,
     _emit_initial_state,
 )
+from gamma.core.canonical import compact_json
 
 __all__ = [
     "StatebenchError",
@@ -292,7 +293,7 @@ def _dump_case(case: dict[str, Any]) -> bytes:
 
 
 def _dump_line(record: dict[str, Any]) -> bytes:
-    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = compact_json(record)
     return (text + "\n").encode("utf-8")
 
 

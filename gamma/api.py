@@ -1,0 +1,50 @@
+"""The public functions that take a log by path: they open it (a JSONL file or a store,
+whose own policy applies when none is given) and hand its events to the layer that does the
+work. ``gamma`` loads this module only when one of them is first used: it brings in the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gamma.core.model import Actor, Event
+from gamma.core.policy import Policy
+from gamma.scoring import findings, metrics
+from gamma.storage.sources import events_and_policy
+
+__all__ = ["score", "validate"]
+
+
+def validate(
+    log: str | Path | Sequence[Event],
+    *,
+    actor: Actor | dict[str, Any],
+    at: datetime | str,
+    question: str,
+    response: str,
+    context: str | None = None,
+    verdict: str | None = None,
+    bindings: Mapping[str, str] | None = None,
+    experience: str | None = None,
+    policy: Policy | None = None,
+) -> findings.Validation:
+    """V(response, Γ(log, actor, at)): the violations of one response, for an agent to act on."""
+    events, policy = events_and_policy(log, policy)
+    return findings.validate(
+        events, actor=actor, at=at, question=question, response=response, context=context,
+        verdict=verdict, bindings=bindings, experience=experience, policy=policy,
+    )
+
+
+def score(
+    responses: Sequence[metrics.ResponseLine | Mapping[str, Any]] | str | Path,
+    log: str | Path | Sequence[Event],
+    *,
+    policy: Policy | None = None,
+) -> metrics.Score:
+    """Score one system's responses against reference resolutions of ``log``."""
+    events, policy = events_and_policy(log, policy)
+    return metrics.score(responses, events, policy=policy)
