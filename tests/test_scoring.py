@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import gamma
 from gamma.core.errors import InputError, UnknownFieldError
+from gamma.core.experiences import FACTORIAL_TABLE
 from gamma.scoring.metrics import (
-    FACTORIAL_TABLE,
     Rate,
     ResponseLine,
     Score,

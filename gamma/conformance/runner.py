@@ -12,7 +12,6 @@ exactly when a case passes.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, SimpleNamespace
 from typing import Any, cast
@@ -24,12 +23,14 @@ from gamma.conformance.cases import MODES, Case
 from gamma.conformance.external import ExternalSystem, Reply
 from gamma.conformance.readers import READERS, REFUSAL, value_text
 from gamma.core.canonical import format_ts
+from gamma.core.convert import converter
+from gamma.core.decisions import Verdict
 from gamma.core.errors import InputError
 from gamma.core.model import Assert, Experience
 from gamma.core.resolution import Resolution
-from gamma.scoring.findings import Violation, parse_stated
+from gamma.scoring.findings import Violation
 from gamma.scoring.grading import Pool, mentions
-from gamma.scoring.metrics import Rate, pair_table, score
+from gamma.scoring.metrics import Rate, ResponseLine, factorial, gbr, judge_lines, pair_table, pool
 
 __all__ = ["FAILING_FINDINGS", "STATUSES", "CaseResult", "Report", "Said", "external_said",
            "judge", "metrics", "quote", "reader_said", "reference_said", "run"]
@@ -314,48 +315,38 @@ def quote(text: str | None) -> str:
 
 
 def _score(case: Case, said: Said, graded: bool) -> dict[str, Any]:
-    """The judge-free metrics of one answer, through ``gamma.scoring.score``."""
+    """The judge-free metrics of one answer, judged as ``gamma score`` judges a line."""
     assert said.response is not None
-    actor = case.actor
-    line: dict[str, Any] = {
-        "case": case.id, "at": format_ts(case.at), "question": case.question,
-        "response": said.response,
-        "actor": {"id": actor.id, "tenant": actor.tenant, "roles": list(actor.roles),
-                  "clearance": actor.clearance, "scope": actor.scope},
-    }
     experience = _case_experience(case)
     expected = _expected_verdict(case)
-    for name, value in (("context", said.context), ("verdict", said.verdict),
-                        ("bindings", dict(said.bindings) if said.bindings else None),
-                        ("expected", expected)):
-        if value is not None:
-            line[name] = value
-    if experience is not None and (expected is not None or said.verdict is not None) and any(
-        isinstance(e, Experience) and e.experience == experience
-        and e.tenant == case.actor.tenant and e.ts <= case.at for e in case.events()
-    ):  # a verdict is checked against Γ's for the case's experience, when the actor has it
-        line["experience"] = experience
-    if graded and case.pool is not None:
-        line["pool"] = {"gold": list(case.pool.gold), "drift": list(case.pool.drift),
-                        "distractors": list(case.pool.distractors)}
-    data = score([line], case.events(), policy=case.get_policy()).to_dict()
-    findings = tuple(
-        Violation(kind=f["kind"], fact=f["fact"], experience=f["experience"],
-                  tokens=tuple(f["tokens"]), codes=tuple(f["codes"]), detail=f["detail"])
-        for f in data["findings"]
+    line = ResponseLine(
+        case=case.id, actor=converter.unstructure(case.actor), at=format_ts(case.at),
+        question=case.question, response=said.response, context=said.context,
+        verdict=cast(Verdict | None, said.verdict), expected=cast(Verdict | None, expected),
+        bindings=dict(said.bindings) if said.bindings else None,
+        experience=experience if _checks_verdict(case, experience, expected, said) else None,
+        pool=case.pool.to_dict() if graded and case.pool is not None else None,
     )
-    fx = data["factorial"]
+    judged = judge_lines([line], case.events(), policy=case.get_policy())[0]
     return {
         "answer": said.response,
-        "grade": next((g for g, n in data["pool"].items() if g != "n" and n), None),
-        "verdict": parse_stated(said.response, verdict=said.verdict).verdict,  # or a VERDICT: line
-        "leaked": bool(data["gbr"]["k"]),
-        "chance_to_leak": bool(data["gbr"]["conditional"]["n"]),
-        "leak_codes": tuple(sorted(data["gbr"]["by_reason"])),
-        "unsupported": bool(data["urr"]["k"]),
-        "carryover": bool(fx["detail_carryover"]["k"]),
-        "findings": findings,
+        "grade": judged.grade,
+        "verdict": judged.verdict,
+        "leaked": judged.leaked,
+        "chance_to_leak": judged.chance_to_leak,
+        "leak_codes": judged.leak_codes,
+        "unsupported": judged.unsupported,
+        "carryover": judged.carryover,
+        "findings": judged.findings,
     }
+
+
+def _checks_verdict(case: Case, experience: str | None, expected: str | None, said: Said) -> bool:
+    """A verdict is checked against Γ's for the case's experience, when the actor has it."""
+    return experience is not None and (expected is not None or said.verdict is not None) and any(
+        isinstance(e, Experience) and e.experience == experience
+        and e.tenant == case.actor.tenant and e.ts <= case.at for e in case.events()
+    )
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -402,12 +393,6 @@ def metrics(results: Sequence[CaseResult]) -> dict[str, Any]:
     traps) and is left out of what describes responses (GBR, URR, pool).
     """
     said = [r for r in results if r.scored]
-    by_reason: Counter[str] = Counter(c for r in said if r.leaked for c in r.leak_codes)
-    pool = {"n": 0, "gold": 0, "drift": 0, "other": 0, "off_pool": 0, "ambiguous": 0}
-    for r in said:
-        if r.grade is not None:
-            pool["n"] += 1
-            pool[r.grade] += 1
     suites: dict[str, dict[str, int]] = {}
     for r in results:
         counts = suites.setdefault(r.suite, {"cases": 0, **{_PLURAL[s]: 0 for s in STATUSES}})
@@ -418,16 +403,19 @@ def metrics(results: Sequence[CaseResult]) -> dict[str, Any]:
     signed = [r for r in results if r.in_signature is not None]
     body = {
         "responses": len(said),
-        "gbr": {
-            **Rate(sum(r.leaked for r in said), len(said)).to_dict(),
-            "conditional": Rate(sum(r.leaked for r in said if r.chance_to_leak),
-                                sum(r.chance_to_leak for r in said)).to_dict(),
-            "by_reason": dict(sorted(by_reason.items())),
-        },
+        "gbr": gbr((r.leaked, r.chance_to_leak, r.leak_codes) for r in said),
         "urr": Rate(sum(r.unsupported for r in said), len(said)).to_dict(),
-        "pairs": _pairs(results),
-        "factorial": _factorial(results),
-        "pool": pool,
+        "pairs": pair_table(
+            (r.pair, r.side, r.axis, r.decidable_by, r.grade == "gold")
+            for r in results
+            if r.pair is not None and r.side is not None
+        ),
+        "factorial": factorial(
+            (r.expected_verdict, r.verdict, r.carryover)
+            for r in results
+            if r.expected_verdict is not None
+        ),
+        "pool": pool(r.grade for r in said if r.grade is not None),
         "traps": traps,
         "suites": dict(sorted(suites.items())),
     }
@@ -435,27 +423,3 @@ def metrics(results: Sequence[CaseResult]) -> dict[str, Any]:
         agree = sum((r.grade != "gold") == r.in_signature for r in signed)
         body["signature"] = Rate(agree, len(signed)).to_dict()
     return body
-
-
-def _pairs(results: Sequence[CaseResult]) -> dict[str, Any]:
-    return pair_table(
-        (r.pair, r.side, r.axis, r.decidable_by, r.grade == "gold")
-        for r in results
-        if r.pair is not None and r.side is not None
-    )
-
-
-def _factorial(results: Sequence[CaseResult]) -> dict[str, Any]:
-    rows = [r for r in results if r.expected_verdict is not None]
-    expected = {r.id: r.expected_verdict for r in rows}
-    rejects = [r for r in rows if expected[r.id] == "REJECT"]
-    others = [r for r in rows if expected[r.id] != "REJECT"]
-    adapts = [r for r in rows if expected[r.id] == "ADAPT"]
-    return {
-        "n": len(rows),
-        "accuracy": Rate(sum(r.verdict == expected[r.id] for r in rows), len(rows)).to_dict(),
-        "correct_rejection": Rate(sum(r.verdict == "REJECT" for r in rejects), len(rejects)).to_dict(),
-        "false_refusal": Rate(sum(r.verdict == "REJECT" for r in others), len(others)).to_dict(),
-        "detail_carryover": Rate(sum(r.carryover for r in adapts), len(adapts)).to_dict(),
-        "always_refuse_accuracy": Rate(len(rejects), len(rows)).to_dict(),
-    }

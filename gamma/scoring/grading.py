@@ -72,6 +72,10 @@ class Pool:
             fields[field] = tuple(raw)
         return cls(**fields)
 
+    def to_dict(self) -> dict[str, list[str]]:
+        """The JSON form ``from_json`` reads."""
+        return {field: list(getattr(self, field)) for field in _FIELDS}
+
 
 def _key(option: str) -> str:
     return " ".join(option.split()).casefold()
