@@ -18,13 +18,14 @@ from gamma.conformance.cases import (
     APPLICABILITY,
     AXES,
     CELLS,
-    FACTORIAL_TABLE,
+    FACTORIAL_CELLS,
     GOVERNANCE,
     MODES,
     Case,
     load_cases,
     parse_case,
 )
+from gamma.conformance.model import Claimed
 from gamma.conformance.readers import REFUSAL, reference
 from gamma.core.errors import (
     ActorError,
@@ -88,7 +89,7 @@ class TestGenerator:
         cases = load_cases(tmp_path)
         assert len(cases) == len(CASES)
         for case in cases:
-            assert case.expect.mismatches(case.resolve()) == (), case.id
+            assert case.expect.mismatches(Claimed.of(case.resolve())) == (), case.id
             assert case.pool is not None
             assert case.pool.gold == (reference(case),) or reference(case) in case.pool.gold, case.id
 
@@ -163,7 +164,7 @@ class TestExpectations:
     @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
     def test_resolver_agrees(self, case: Case) -> None:
         """Γ decides what the scenario was designed to decide."""
-        assert case.expect.mismatches(case.resolve()) == ()
+        assert case.expect.mismatches(Claimed.of(case.resolve())) == ()
 
     def test_refusals_use_the_canonical_phrase(self) -> None:
         """Wherever the key has no current value the gold is exactly the one refusal phrase."""
@@ -181,7 +182,7 @@ class TestExpectations:
             experiences = [e for e in case.events() if isinstance(e, Experience)]
             assert len(experiences) == 1 and experiences[0].uses, case.id
             assert experiences[0].applicability == (case.cell or "").split("/")[1]
-            assert dict(case.expect.experiences) == {experiences[0].experience: FACTORIAL_TABLE[case.cell or ""]}
+            assert dict(case.expect.experiences) == {experiences[0].experience: FACTORIAL_CELLS[case.cell or ""]}
 
     def test_factorial_obsolete_details_never_coincide_with_gold(self) -> None:
         """No salient token of a withheld or substituted used fact matches a token of the
@@ -307,7 +308,7 @@ class TestLoading:
         """A .json file holds one case; its events are validated gamma events."""
         (case,) = load_cases(write_case(tmp_path / "a.json", GOOD))
         assert case.id == "t1" and case.actor.tenant == "acme" and len(case.events()) == 2
-        assert case.expect.mismatches(case.resolve()) == ()
+        assert case.expect.mismatches(Claimed.of(case.resolve())) == ()
         assert case.line is None and case.path == tmp_path / "a.json"
 
     def test_jsonl_suite(self, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from gamma.core.errors import (
     ValueTypeError,
 )
 from gamma.core.events import canonical_event, decode_json, parse_actor
-from gamma.core.model import Actor, Event
+from gamma.core.model import Actor, Event, heard_by
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
@@ -94,24 +94,19 @@ def _engine() -> str:
 # -- writing -----------------------------------------------------------------------------
 
 
-def covered(events: Iterable[Event], at: datetime) -> int:
-    """How many events come before the first with ``ts > at`` (``ts`` never decreases)."""
-    count = 0
-    for event in events:
-        if event.ts > at:
-            break
-        count += 1
-    return count
+def covered(events: Sequence[Event], at: datetime) -> int:
+    """How many events a resolution at ``at`` covers: those with ``ts <= at``."""
+    return len(heard_by(events, at))
 
 
-def audit_record(resolution: Resolution, events: Iterable[Event]) -> dict[str, Any]:
+def audit_record(resolution: Resolution, events: Sequence[Event]) -> dict[str, Any]:
     """The resolution's JSON object plus ``engine`` and ``events`` (the log events it covers)."""
     count = covered(events, resolution.at)
     return {**resolution.to_dict(), "engine": _engine(), "events": count}
 
 
 def write_audit(
-    path: str | Path, resolution: Resolution, events: Iterable[Event]
+    path: str | Path, resolution: Resolution, events: Sequence[Event]
 ) -> dict[str, Any]:
     """Write the audit record atomically as canonical JSON and a newline; return the record.
 

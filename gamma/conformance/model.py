@@ -32,7 +32,7 @@ __all__ = [
     "AXES",
     "CELLS",
     "DECIDERS",
-    "FACTORIAL_TABLE",
+    "FACTORIAL_CELLS",
     "GOVERNANCE",
     "MODES",
     "SIDES",
@@ -61,13 +61,36 @@ MODES: tuple[str, ...] = ("status", "salience", "sequence", "compound", "anti-tr
 DECIDERS: tuple[str, ...] = ("engine", "model")
 
 #: The governance paper's table (SPEC §7), flat: the verdict each factorial cell expects.
-FACTORIAL_TABLE: Mapping[str, str] = MappingProxyType(
+FACTORIAL_CELLS: Mapping[str, str] = MappingProxyType(
     {f"{g}/{a}": v for g, row in GOVERNANCE_TABLE.items() for a, v in row.items()}
 )
 
 
 def _frozen_map(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(sorted(value.items())))
+
+
+@attrs.frozen(kw_only=True)
+class Claimed:
+    """What a system claims about a case at resolver level, in one shape for every system
+    under test: Γ's resolution, or an external system's reply."""
+
+    admitted: frozenset[str]
+    excluded: Mapping[str, frozenset[str]]  # fact -> codes
+    experiences: Mapping[str, str]  # experience -> verdict
+    ignored: Mapping[str, frozenset[str]]  # event -> codes
+
+    @classmethod
+    def of(cls, resolution: Resolution) -> Claimed:
+        ignored: dict[str, set[str]] = {}
+        for item in resolution.ignored:
+            ignored.setdefault(item.event, set()).add(item.code)
+        return cls(
+            admitted=frozenset(a.fact for a in resolution.admitted),
+            excluded={x.fact: frozenset(x.codes) for x in resolution.excluded},
+            experiences={v.experience: v.verdict for v in resolution.experiences},
+            ignored={e: frozenset(c) for e, c in ignored.items()},
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -86,11 +109,10 @@ class Expect:
     ignored: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map, hash=False)
     exact: bool = False
 
-    def mismatches(self, resolution: Resolution) -> tuple[str, ...]:
-        """Every way ``resolution`` falls short of these expectations (empty: it holds)."""
+    def mismatches(self, claimed: Claimed) -> tuple[str, ...]:
+        """Every way a claimed outcome falls short of these expectations (empty: it holds)."""
         found: list[str] = []
-        admitted = {a.fact for a in resolution.admitted}
-        codes = {x.fact: set(x.codes) for x in resolution.excluded}
+        admitted, codes = claimed.admitted, claimed.excluded
         for fact in self.admitted:
             if fact not in admitted:
                 why = sorted(codes[fact]) if fact in codes else "not in the log at t"
@@ -106,16 +128,12 @@ class Expect:
             elif not set(wanted) <= codes[fact]:
                 missing = sorted(set(wanted) - codes[fact])
                 found.append(f"excluded: {fact} lacks {missing} (has {sorted(codes[fact])})")
-        verdicts = {v.experience: v.verdict for v in resolution.experiences}
         for experience, verdict in self.experiences.items():
-            got = verdicts.get(experience)
+            got = claimed.experiences.get(experience)
             if got != verdict:
                 found.append(f"experiences: {experience} is {got}, expected {verdict}")
-        ignored: dict[str, set[str]] = {}
-        for item in resolution.ignored:
-            ignored.setdefault(item.event, set()).add(item.code)
         for event, code in self.ignored.items():
-            if code not in ignored.get(event, set()):
+            if code not in claimed.ignored.get(event, frozenset()):
                 found.append(f"ignored: {event} is not ignored with {code}")
         return tuple(found)
 
@@ -172,7 +190,7 @@ class Case:
     @property
     def verdict(self) -> str | None:
         """The factorial cell's expected verdict (SPEC §7), or None outside the factorial."""
-        return FACTORIAL_TABLE.get(self.cell) if self.cell is not None else None
+        return FACTORIAL_CELLS.get(self.cell) if self.cell is not None else None
 
     def resolve(self) -> Resolution:
         """Γ(events, actor, at) under the case's policy: the reference resolution."""

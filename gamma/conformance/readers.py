@@ -37,13 +37,13 @@ With several probe keys, the per-key answers are joined with ``"; "`` (a single
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 import attrs
 
 from gamma.conformance.cases import Case
-from gamma.core.model import Assert, Event, Experience, Grant, Promote, Revoke, Value
+from gamma.core.model import Assert, Event, Experience, Grant, Promote, Revoke, Value, heard_by
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
 from gamma.scoring.grading import grade
@@ -82,16 +82,6 @@ def value_text(value: Value) -> str:
     return str(value)
 
 
-def _window(case: Case) -> list[Event]:
-    """The events a reader has heard at the probe: those with ``ts <= at`` (a prefix)."""
-    out = []
-    for event in case.events():
-        if event.ts > case.at:
-            break
-        out.append(event)
-    return out
-
-
 def _join(per_key: Iterable[str | None]) -> str:
     texts = [REFUSAL if a is None else a for a in per_key]
     if all(t == REFUSAL for t in texts):
@@ -115,7 +105,7 @@ def _admitted_answer(resolution: Resolution, key: str) -> str | None:
 # -- the lazy readers ------------------------------------------------------------------------
 
 
-def _latest(window: list[Event], key: str) -> str | None:
+def _latest(window: Sequence[Event], key: str) -> str | None:
     for event in reversed(window):
         if isinstance(event, Assert) and event.key == key:
             return value_text(event.value)
@@ -124,11 +114,11 @@ def _latest(window: list[Event], key: str) -> str | None:
 
 def latest_mention(case: Case) -> str:
     """The last asserted value of the probe key, ignoring all governance."""
-    window = _window(case)
+    window = heard_by(case.events(), case.at)
     return _join(_latest(window, key) for key in case.probe)
 
 
-def _frequent(window: list[Event], key: str) -> str | None:
+def _frequent(window: Sequence[Event], key: str) -> str | None:
     asserted = {e.fact: e for e in window if isinstance(e, Assert)}
     counts: Counter[str] = Counter()
     last: dict[str, int] = {}
@@ -152,7 +142,7 @@ def _frequent(window: list[Event], key: str) -> str | None:
 
 def most_frequent(case: Case) -> str:
     """The most mentioned value of the probe key (asserts and experience uses)."""
-    window = _window(case)
+    window = heard_by(case.events(), case.at)
     return _join(_frequent(window, key) for key in case.probe)
 
 
@@ -172,7 +162,7 @@ def _ungoverned_log(
     out: list[Event] = []
     committed: dict[str, int] = {}
     derived_keys: set[str] = set()
-    for event in _window(case):
+    for event in heard_by(case.events(), case.at):
         if isinstance(event, (Grant, Revoke)):
             continue
         if isinstance(event, Assert):
@@ -266,7 +256,7 @@ def always_answer(case: Case) -> str:
     answer = latest_mention(case)
     if answer != REFUSAL:
         return answer
-    for event in reversed(_window(case)):
+    for event in reversed(heard_by(case.events(), case.at)):
         if isinstance(event, Assert):
             return value_text(event.value)
     return "unknown"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MappingProxyType, SimpleNamespace
+from types import MappingProxyType
 from typing import Any, cast
 
 import attrs
@@ -21,13 +21,13 @@ import attrs
 from gamma.conformance.admissibility import AdmissibilityReport, audit_pairs
 from gamma.conformance.cases import MODES, Case
 from gamma.conformance.external import ExternalSystem, Reply
+from gamma.conformance.model import Claimed
 from gamma.conformance.readers import READERS, REFUSAL, value_text
 from gamma.core.canonical import format_ts
 from gamma.core.convert import converter
 from gamma.core.decisions import Verdict
 from gamma.core.errors import InputError
-from gamma.core.model import Assert, Experience
-from gamma.core.resolution import Resolution
+from gamma.core.model import Assert, Experience, heard_by
 from gamma.scoring.findings import Violation
 from gamma.scoring.grading import Pool, mentions
 from gamma.scoring.metrics import Rate, ResponseLine, factorial, gbr, judge_lines, pair_table, pool
@@ -169,9 +169,7 @@ def _lines(case: Case, facts: Iterable[str] | None) -> str:
     """``key = value`` lines of the given facts (all facts heard by ``at`` when None)."""
     out = []
     wanted = None if facts is None else set(facts)
-    for event in case.events():
-        if event.ts > case.at:
-            break
+    for event in heard_by(case.events(), case.at):
         if isinstance(event, Assert) and (wanted is None or event.fact in wanted):
             out.append(f"{event.key} = {json.dumps(event.value, ensure_ascii=False)}")
     return "\n".join(out)
@@ -186,7 +184,7 @@ def reference_said(case: Case) -> Said:
         response=_answer_from(case, {a.fact for a in resolution.admitted if not a.needs_recheck}),
         verdict=outcome.verdict if outcome else None,
         bindings=dict(outcome.bindings) if outcome and outcome.bindings else None,
-        mismatches=case.expect.mismatches(resolution),
+        mismatches=case.expect.mismatches(Claimed.of(resolution)),
     )
 
 
@@ -253,14 +251,13 @@ def _compare(case: Case, reply: Reply) -> tuple[str, ...]:
                  for f in sorted(set(reply.admitted) & set(reply.excluded))]
     problems += [f"claims: {f} needs recheck but is not admitted"
                  for f in sorted(set(reply.needs_recheck) - set(reply.admitted))]
-    # Expect.mismatches reads only these attributes of a resolution
-    claimed = SimpleNamespace(
-        admitted=[SimpleNamespace(fact=f) for f in reply.admitted],
-        excluded=[SimpleNamespace(fact=f, codes=c) for f, c in reply.excluded.items()],
-        experiences=[SimpleNamespace(experience=x, verdict=v) for x, v in reply.experiences.items()],
-        ignored=[SimpleNamespace(event=e, code=c) for e, c in reply.ignored.items()],
+    claimed = Claimed(
+        admitted=frozenset(reply.admitted),
+        excluded={f: frozenset(c) for f, c in reply.excluded.items()},
+        experiences=dict(reply.experiences),
+        ignored={e: frozenset({c}) for e, c in reply.ignored.items()},
     )
-    return tuple(problems) + case.expect.mismatches(cast(Resolution, claimed))
+    return tuple(problems) + case.expect.mismatches(claimed)
 
 
 # -- judging ---------------------------------------------------------------------------------

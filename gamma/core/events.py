@@ -188,24 +188,12 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
         value = getattr(event, name, None)
         if value is not None and isinstance(value, str) and not value:
             raise fail(ValueTypeError, "must be a non-empty string", name)
-    authority = getattr(event, "authority", None)
-    if authority is not None and not policy.knows_authority(authority):
-        raise fail(
-            ValueTypeError,
-            f"unknown authority level {authority!r} (ladder: {', '.join(policy.authority_ladder)})",
-            "authority",
-        )
+    unknown = unknown_level(event, policy)
+    if unknown is not None:
+        raise fail(ValueTypeError, unknown[1], unknown[0])
     if isinstance(event, Assert):
         if event.scope is not None:
             _scope_or_fail(event.scope, fail, "scope")
-        if event.visibility is not None and event.visibility.clearance is not None:
-            if not policy.knows_clearance(event.visibility.clearance):
-                raise fail(
-                    ValueTypeError,
-                    f"unknown clearance level {event.visibility.clearance!r}"
-                    f" (ladder: {', '.join(policy.clearance_ladder)})",
-                    "visibility.clearance",
-                )
         if (
             event.valid_from is not None
             and event.valid_until is not None
@@ -451,19 +439,24 @@ def check_names(events: Iterable[Event], policy: Policy, *, source: str | None =
     """Every authority and clearance name is on the policy's ladders (for events read from a store
     under another policy than the one that validated them); positions are 1-based."""
     for position, event in enumerate(events, start=1):
-        authority = getattr(event, "authority", None)
-        if authority is not None and not policy.knows_authority(authority):
-            raise PolicyError(
-                f"event {event.id!r}: authority level {authority!r} is not on the policy's ladder",
-                source=source, line=position, field="authority",
-            )
-        if isinstance(event, Assert) and event.visibility and event.visibility.clearance:
-            if not policy.knows_clearance(event.visibility.clearance):
-                raise PolicyError(
-                    f"event {event.id!r}: clearance level {event.visibility.clearance!r}"
-                    " is not on the policy's ladder",
-                    source=source, line=position, field="visibility.clearance",
-                )
+        unknown = unknown_level(event, policy)
+        if unknown is not None:
+            field, message = unknown
+            raise PolicyError(f"event {event.id!r}: {message}", source=source, line=position, field=field)
+
+
+def unknown_level(event: Event, policy: Policy) -> tuple[str, str] | None:
+    """The field and message of an authority or clearance name not on the policy's ladders."""
+    authority = getattr(event, "authority", None)
+    if authority is not None and not policy.knows_authority(authority):
+        ladder = ", ".join(policy.authority_ladder)
+        return "authority", f"unknown authority level {authority!r} (ladder: {ladder})"
+    if isinstance(event, Assert) and event.visibility and event.visibility.clearance is not None:
+        clearance = event.visibility.clearance
+        if not policy.knows_clearance(clearance):
+            ladder = ", ".join(policy.clearance_ladder)
+            return "visibility.clearance", f"unknown clearance level {clearance!r} (ladder: {ladder})"
+    return None
 
 
 def dump_events(events: Iterable[Event], out: IO[str]) -> None:

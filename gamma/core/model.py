@@ -7,12 +7,15 @@ defaults (some come from the policy) when it reads them.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from datetime import datetime
 from typing import ClassVar, Literal
 
 import attrs
 
 __all__ = [
+    "heard_by",
     "Value",
     "Visibility",
     "Assert",
@@ -137,6 +140,11 @@ class Experience(_Envelope):
 
 
 Event = Assert | Retract | Promote | Grant | Revoke | Experience
+
+
+def heard_by(events: Sequence[Event], at: datetime) -> Sequence[Event]:
+    """The events with ``ts <= at``: a prefix, since ``ts`` never decreases along a log."""
+    return events[: bisect.bisect_right(events, at, key=lambda event: event.ts)]
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls for cls in (Assert, Retract, Promote, Grant, Revoke, Experience)

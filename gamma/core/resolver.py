@@ -25,11 +25,21 @@ from datetime import datetime
 import attrs
 
 from gamma.core.canonical import parse_ts
-from gamma.core.chain import GENESIS, step
+from gamma.core.chain import head_of
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
 from gamma.core.events import canonical_event
 from gamma.core.experiences import verdict_of
-from gamma.core.model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke
+from gamma.core.model import (
+    Actor,
+    Assert,
+    Event,
+    Experience,
+    Grant,
+    Promote,
+    Retract,
+    Revoke,
+    heard_by,
+)
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
 
@@ -250,7 +260,7 @@ def resolve(
                              roles=tuple(sorted(set(actor.roles))))
     if isinstance(at, str):
         at = parse_ts(at)
-    prefix = _prefix(events, at)
+    prefix = heard_by(events if isinstance(events, Sequence) else tuple(events), at)
     fold = _Fold(actor, policy)
     for pos, event in enumerate(prefix):
         if event.tenant != actor.tenant:
@@ -261,21 +271,8 @@ def resolve(
         _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
     fold.run_pending(at)
     if head is None:
-        head_bytes = GENESIS
-        for event in prefix:
-            head_bytes = step(head_bytes, canonical_event(event))
-        head = head_bytes.hex()
+        head = head_of(canonical_event(event) for event in prefix)
     return _conclude(fold, actor, at, policy, head)
-
-
-def _prefix(events: Iterable[Event], at: datetime) -> Sequence[Event]:
-    """The events with ``ts <= at`` (a prefix, since ``ts`` never decreases)."""
-    result = []
-    for event in events:
-        if event.ts > at:
-            break
-        result.append(event)
-    return result
 
 
 def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str) -> Resolution:
