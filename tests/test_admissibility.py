@@ -23,7 +23,7 @@ def sides(pair: str) -> tuple[dict[str, Any], dict[str, Any], Path]:
     found = {c.side: c for c in PAIRS if c.pair == pair}
     pos, neg = found["positive"], found["counterfactual"]
     assert pos.path is not None
-    return copy.deepcopy(pos.to_json()), copy.deepcopy(neg.to_json()), pos.path
+    return copy.deepcopy(pos.to_dict()), copy.deepcopy(neg.to_dict()), pos.path
 
 
 def audit(pos: dict[str, Any], neg: dict[str, Any], path: Path) -> tuple[str, ...]:
@@ -50,7 +50,7 @@ class TestCorpus:
         assert all(p.text_similarity == 1.0 for p in REPORT.pairs)
         assert all(0.9 < p.similarity < 1.0 for p in REPORT.pairs)
         assert REPORT.mean_similarity is not None and 0.9 < REPORT.mean_similarity < 1.0
-        assert REPORT.to_json()["admitted"] == len(REPORT.pairs)
+        assert REPORT.to_dict()["admitted"] == len(REPORT.pairs)
 
     def test_report_is_frozen(self) -> None:
         """The report and its entries are immutable values."""

@@ -82,8 +82,8 @@ class TestReference:
         """The same run gives the same report, byte for byte."""
         again = run(corpus[:40])
         first = run(corpus[:40])
-        dump = json.dumps(first.to_json(), sort_keys=True)
-        assert dump == json.dumps(again.to_json(), sort_keys=True)
+        dump = json.dumps(first.to_dict(), sort_keys=True)
+        assert dump == json.dumps(again.to_dict(), sort_keys=True)
         assert json.loads(dump)["system"] == {"kind": "reference", "name": "Γ (gamma.resolve)"}
 
 

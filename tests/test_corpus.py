@@ -257,7 +257,7 @@ class TestAdversarial:
         """Look-alike cases really carry Cyrillic letters next to their Latin twins."""
         for case in of("adversarial"):
             if case.attack == "lookalike":
-                text = json.dumps(case.to_json(), ensure_ascii=False)
+                text = json.dumps(case.to_dict(), ensure_ascii=False)
                 assert any("\u0400" <= ch <= "\u04ff" for ch in text), case.id
 
     def test_corpus_size_is_reasonable(self) -> None:
@@ -430,7 +430,7 @@ class TestLoading:
     def test_round_trip(self) -> None:
         """`to_json` gives back an equal case, events embedded."""
         for case in CASES[::9]:
-            again = parse_case(case.to_json(), path=case.path)
+            again = parse_case(case.to_dict(), path=case.path)
             assert again == case and again.events() == case.events()
 
     def test_request_has_no_answers(self) -> None:

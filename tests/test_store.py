@@ -86,7 +86,7 @@ class TestInit:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] == LATEST
         meta = dict(conn.execute("SELECT name, value FROM store_meta"))
-        assert meta["policy"] == canonical_json(policy.to_json())
+        assert meta["policy"] == canonical_json(policy.to_dict())
         assert meta["policy_digest"] == policy.digest
         with Store.open(path) as reopened:
             assert reopened.policy == policy

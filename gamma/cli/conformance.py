@@ -68,7 +68,7 @@ def conformance_command(
         report = run(cases, reader=reader, system=system, timeout=timeout, audit=audit)
         if junit is not None:
             _write(Path(junit), junit_xml(report))
-        click.echo(compact_json(report.to_json()) if as_json else render(report))
+        click.echo(compact_json(report.to_dict()) if as_json else render(report))
         record.update(kind=report.kind, ok=report.ok, **report.summary())
     exit_with(report.exit_code)
 
@@ -112,7 +112,7 @@ def render(report: Report) -> str:
         s = report.metrics["signature"]
         out.append(f"       failing a trap agrees with its signature: {Rate(s['k'], s['n'])}")
     if report.audit is not None:
-        out += ["", *_audit_lines(report.audit.to_json())]
+        out += ["", *_audit_lines(report.audit.to_dict())]
     out += ["", "OK" if report.ok else "FAILED"]
     return "\n".join(out)
 

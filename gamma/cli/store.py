@@ -140,7 +140,7 @@ def append_command(store: str, file: str, key_file: str | None) -> None:
         lines = decode_lines(raw, source=source)
         with Store.open(store, key=key) as opened:
             result = opened.append(lines, source=source)
-        click.echo(canonical_json(result.to_json()))
+        click.echo(canonical_json(result.to_dict()))
         record.update(appended=result.appended, events=result.events, head=result.head)
 
 
@@ -207,7 +207,7 @@ def verify_command(
         )
         record.update(ok=report.ok, events=report.events, head=report.head, kind=report.kind)
         if as_json:
-            click.echo(canonical_json(report.to_json()))
+            click.echo(canonical_json(report.to_dict()))
         elif report.ok:
             click.echo(report.head)
         else:

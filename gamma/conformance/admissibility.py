@@ -106,7 +106,7 @@ class PairAudit:
     def admissible(self) -> bool:
         return not self.problems
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "pair": self.pair,
             "axis": self.axis,
@@ -149,10 +149,10 @@ class AdmissibilityReport:
     def mean_text_similarity(self) -> float | None:
         return _mean(p.text_similarity for p in self.pairs)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         mean, text = self.mean_similarity, self.mean_text_similarity
         return {
-            "pairs": [p.to_json() for p in self.pairs],
+            "pairs": [p.to_dict() for p in self.pairs],
             "admitted": len(self.admitted),
             "rejected": len(self.rejected),
             "mean_similarity": None if mean is None else round(mean, 4),

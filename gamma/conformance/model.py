@@ -137,7 +137,7 @@ class Expect:
                 found.append(f"ignored: {event} is not ignored with {code}")
         return tuple(found)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "admitted": list(self.admitted),
             "excluded": {f: list(c) for f, c in self.excluded.items()},
@@ -201,7 +201,7 @@ class Case:
         place = str(self.path) if self.path is not None else "<case>"
         return f"{place}:{self.line}" if self.line is not None else place
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The case as a JSON object, events embedded (a ``log`` is read in).
 
         ``parse_case(case.to_json(), path=case.path)`` gives back an equal case.
@@ -214,7 +214,7 @@ class Case:
             "at": format_ts(self.at),
             "question": self.question,
             "probe": list(self.probe),
-            "expect": self.expect.to_json(),
+            "expect": self.expect.to_dict(),
         }
         if self.pool is not None:
             body["pool"] = {
@@ -243,7 +243,7 @@ class Case:
             "at": format_ts(self.at),
             "question": self.question,
             "probe": list(self.probe),
-            "policy": self._policy.to_json(),
+            "policy": self._policy.to_dict(),
         }
 
 

@@ -90,7 +90,7 @@ class CaseResult:
     def scored(self) -> bool:
         return self.answer is not None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         body = attrs.asdict(self, recurse=False)
         body["problems"] = list(self.problems)
         body["leak_codes"] = list(self.leak_codes)
@@ -128,16 +128,16 @@ class Report:
     def summary(self) -> dict[str, int]:
         return {"cases": len(self.results), **{_PLURAL[s]: self.count(s) for s in STATUSES}}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "system": {"kind": self.kind, "name": self.name},
             "ok": self.ok,
             "summary": self.summary(),
-            "cases": [r.to_json() for r in self.results],
+            "cases": [r.to_dict() for r in self.results],
             "metrics": json.loads(json.dumps(dict(self.metrics))),
         }
         if self.audit is not None:
-            body["audit"] = self.audit.to_json()
+            body["audit"] = self.audit.to_dict()
         return body
 
 

@@ -58,9 +58,9 @@ class Policy:
         object.__setattr__(
             self, "_clearance_rank", {n: i for i, n in enumerate(self.clearance_ladder)}
         )
-        object.__setattr__(self, "digest", digest_of(self.to_json()))
+        object.__setattr__(self, "digest", digest_of(self.to_dict()))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The normalised policy in the TOML file's shape."""
         return {
             "authority": {"ladder": list(self.authority_ladder), "default": self.authority_default},

@@ -82,7 +82,7 @@ class AppendResult:
     events: int
     head: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"appended": self.appended, "events": self.events, "head": self.head}
 
 
@@ -176,7 +176,7 @@ class Store:
         policy = policy or DEFAULT_POLICY
         meta = {
             "format": FORMAT,
-            "policy": canonical_json(policy.to_json()),
+            "policy": canonical_json(policy.to_dict()),
             "policy_digest": policy.digest,
             "keyed": "true" if key is not None else "false",
         }

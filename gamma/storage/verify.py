@@ -70,7 +70,7 @@ class VerifyReport:
             return f"{self.source}: intact, {self.events} events, head {self.head}"
         return f"{self.source}: tampered ({self.kind}): {self.detail}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "detail": self.detail,
             "event": self.event,
