@@ -109,6 +109,13 @@ class TestValidate:
                                "--response", "ok", *extra)  # fmt: skip
         assert code == 2 and out == "" and "Error" in err
 
+    def test_library_errors_name_the_flag(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The library names its parameter (``experience``); the command line names the flag."""
+        code, _, err = gamma(capsys, "validate", LOG, "--actor", ALICE, "--at", AT, "--question", "q",
+                             "--response", "ok", "--experience", "X99")  # fmt: skip
+        assert code == 2 and "Error: --experience: experience 'X99' is not in the log" in err
+        assert "field" not in err.splitlines()[0]
+
     def test_bad_actor_time_or_log_exit_2(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         """A malformed actor, a time without offset or a missing log is an input error."""
         base = ["--question", "q", "--response", "ok"]

@@ -318,6 +318,6 @@ class TestFiles:
             verify_path(tmp_path / "missing.jsonl")
 
     def test_heads_on_the_command_line_are_checked(self) -> None:
-        assert check_head("AB" * 32, option="--expect-head") == "ab" * 32
+        assert check_head("AB" * 32, field="expect_head") == "ab" * 32
         with pytest.raises(InputError, match="64 hex"):
-            check_head("abc", option="--expect-head")
+            check_head("abc", field="expect_head")

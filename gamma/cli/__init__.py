@@ -103,7 +103,7 @@ def _run(argv: list[str] | None, record: dict[str, Any]) -> int:
         return exc.exit_code
     except InputError as exc:
         record["error"] = type(exc).__name__
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(f"Error: {_as_flag(exc)}", err=True)
         return 2
     except IntegrityError as exc:
         record["error"] = type(exc).__name__
@@ -119,6 +119,21 @@ def _run(argv: list[str] | None, record: dict[str, Any]) -> int:
         return 2
     except BrokenPipeError:
         return 0
+
+
+#: Library parameters a command line sets by flag: an error naming one names the flag.
+_FLAGS = {
+    "reader": "--reader", "system": "--system", "timeout": "--timeout",
+    "experience": "--experience", "expect_head": "--expect-head",
+    "expect_prefix": "--expect-prefix",
+}  # fmt: skip
+
+
+def _as_flag(exc: InputError) -> InputError:
+    """The library names the parameter (``field="reader"``); the command line names its flag."""
+    if exc.source is None and exc.line is None and exc.field in _FLAGS:
+        return type(exc)(exc.message, source=_FLAGS[exc.field])
+    return exc
 
 
 def exit_with(code: int) -> Any:

@@ -202,8 +202,8 @@ def verify_command(
         report = verify_path(
             log,
             key=read_key(key_file),
-            expect_head=check_head(expect_head, option="--expect-head"),
-            expect_prefix=check_head(expect_prefix, option="--expect-prefix"),
+            expect_head=check_head(expect_head, field="expect_head"),
+            expect_prefix=check_head(expect_prefix, field="expect_prefix"),
         )
         record.update(ok=report.ok, events=report.events, head=report.head, kind=report.kind)
         if as_json:

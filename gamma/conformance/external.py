@@ -266,9 +266,9 @@ class ExternalSystem:
     ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:
-            raise InputError("the system command is empty", source="--system")
+            raise InputError("the system command is empty", field="system")
         if timeout <= 0:
-            raise InputError("the timeout must be positive", source="--timeout")
+            raise InputError("the timeout must be positive", field="timeout")
         self.timeout = timeout
         self.command = command if isinstance(command, str) else shlex.join(self.argv)
         self._cwd, self._env = cwd, env
@@ -281,7 +281,7 @@ class ExternalSystem:
             self._process = _Process(self.argv, cwd=self._cwd, env=self._env)
         except OSError as exc:
             raise InputError(f"cannot start {self.command!r}: {exc.strerror or exc}",
-                             source="--system") from None
+                             field="system") from None
         self.starts += 1
         return self._process
 

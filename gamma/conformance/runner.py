@@ -360,9 +360,9 @@ def run(
 ) -> Report:
     """Run ``cases`` through Γ (default), the built-in ``reader``, or the external ``system``."""
     if reader is not None and system is not None:
-        raise InputError("give a reader or a system, not both", source="--reader")
+        raise InputError("give a reader or a system, not both", field="reader")
     if reader is not None and reader not in READERS:
-        raise InputError(f"unknown reader {reader!r} (known: {', '.join(READERS)})", source="--reader")
+        raise InputError(f"unknown reader {reader!r} (known: {', '.join(READERS)})", field="reader")
     results: list[CaseResult] = []
     if system is not None:
         with ExternalSystem(system, timeout=timeout, cwd=cwd) as process:

@@ -300,7 +300,6 @@ def _verdict_mismatch(resolution: Resolution, experience: str, stated: Stated) -
                 )
             ]
     raise InputError(f"experience {experience!r} is not in the log for this actor at this time",
-                     source="--experience",
                      field="experience")
 
 

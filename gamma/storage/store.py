@@ -414,7 +414,7 @@ class Store:
             return None
         if self._key is None:
             raise StoreError(
-                f"{self.path}: the store is keyed: pass its key (--key-file or GAMMA_CHAIN_KEY)"
+                f"{self.path}: the store is keyed: give its key"
             )
         if not hmac.compare_digest(_key_check(self._key), self._meta.get("key_check", "")):
             raise StoreError(f"{self.path}: the key is not the one this store was initialised with")

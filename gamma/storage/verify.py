@@ -137,13 +137,13 @@ class SqlRowLookup:
         return None if row is None else (int(row[0]), str(row[1]))
 
 
-def check_head(value: str | None, *, option: str) -> str | None:
-    """A head given on the command line: 64 hex digits, compared in lowercase."""
+def check_head(value: str | None, *, field: str) -> str | None:
+    """A head given by a caller (``field`` names the parameter): 64 hex digits, in lowercase."""
     if value is None:
         return None
     head = value.strip().lower()
     if not _HEX64.fullmatch(head):
-        raise InputError(f"a head is 64 hex digits, got {value!r}", source=option)
+        raise InputError(f"a head is 64 hex digits, got {value!r}", field=field)
     return head
 
 
@@ -184,7 +184,7 @@ class _Expectations:
                     event,
                     (
                         f"the expected head is the head after position {position} of {events}:"
-                        " the log has grown since (--expect-prefix accepts that)"
+                        " the log has grown since (an expected prefix accepts that)"
                     ),
                 )
         return None
