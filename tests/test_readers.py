@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gamma.conformance.cases import Case, load_cases, parse_case
+from gamma.conformance.model import READER_NAMES
 from gamma.conformance.readers import (
     LAZY_READERS,
     READERS,
@@ -59,6 +60,7 @@ class TestTheSet:
         """Eight readers under their documented names; four of them are the lazy ones."""
         assert list(READERS) == ["reference", "latest-mention", "most-frequent", "no-recompute",
                                  "eager-invalidation", "ungoverned", "always-refuse", "always-answer"]
+        assert tuple(READERS) == READER_NAMES  # the names case files are checked against
         assert set(LAZY_READERS) < set(READERS)
         assert REFUSAL == "no current value"
 

@@ -22,6 +22,7 @@ def statebench_command(timelines: str, out_dir: str) -> None:
     Writes DIR/<timeline id>.json and DIR/unmapped.jsonl (what only prose
     carried, per timeline); `gamma conformance DIR` runs the cases.
     """
+    # lazy: the importer is large and only this command needs it
     from gamma.conformance.statebench.importer import import_file
 
     with command("import statebench", timelines=timelines, out=out_dir) as record:

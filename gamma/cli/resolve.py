@@ -48,7 +48,7 @@ def resolve_command(
         who = read_actor(actor, policy)
         resolution = resolve(events, who, at_ts, policy)
         if audit_path is not None:
-            from gamma.audit.replay import write_audit
+            from gamma.audit.replay import write_audit  # lazy: only --audit needs the audit layer
 
             write_audit(audit_path, resolution, events)
         click.echo(resolution.render(fmt), nl=fmt == "json")

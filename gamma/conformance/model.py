@@ -35,6 +35,7 @@ __all__ = [
     "FACTORIAL_CELLS",
     "GOVERNANCE",
     "MODES",
+    "READER_NAMES",
     "SIDES",
     "SUITES",
     "VERDICTS",
@@ -61,6 +62,13 @@ MODES: tuple[str, ...] = ("status", "salience", "sequence", "compound", "anti-tr
 DECIDERS: tuple[str, ...] = ("engine", "model")
 
 #: The governance paper's table (SPEC §7), flat: the verdict each factorial cell expects.
+#: The built-in reader baselines by name (``readers.READERS`` implements exactly these);
+#: a trap's ``signature`` names some of them.
+READER_NAMES: tuple[str, ...] = (
+    "reference", "latest-mention", "most-frequent", "no-recompute", "eager-invalidation",
+    "ungoverned", "always-refuse", "always-answer",
+)  # fmt: skip
+
 FACTORIAL_CELLS: Mapping[str, str] = MappingProxyType(
     {f"{g}/{a}": v for g, row in GOVERNANCE_TABLE.items() for a, v in row.items()}
 )

@@ -18,6 +18,7 @@ from gamma.conformance.model import (
     CELLS,
     DECIDERS,
     MODES,
+    READER_NAMES,
     SIDES,
     SUITES,
     VERDICTS,
@@ -328,10 +329,8 @@ def _labels(obj: dict[str, Any], suite: str, ctx: _Context) -> dict[str, Any]:
 
 
 def _signature(obj: dict[str, Any], ctx: _Context) -> tuple[str, ...]:
-    from gamma.conformance.readers import READERS
-
     names = _texts(obj, "signature", ctx)
-    unknown = sorted(set(names) - set(READERS))
+    unknown = sorted(set(names) - set(READER_NAMES))
     if unknown:
         raise ctx.fail(ValueTypeError, f"unknown reader names {unknown}", "signature")
     return tuple(sorted(names))

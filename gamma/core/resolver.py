@@ -27,7 +27,7 @@ import attrs
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import head_of
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
-from gamma.core.events import canonical_event
+from gamma.core.events import canonical_event, parse_actor
 from gamma.core.experiences import verdict_of
 from gamma.core.model import (
     Actor,
@@ -250,8 +250,6 @@ def resolve(
     ``head`` may pass the chain head at ``at`` when the caller already knows
     it (a store); otherwise it is computed from the events.
     """
-    from gamma.core.events import parse_actor
-
     policy = policy or DEFAULT_POLICY
     if isinstance(actor, dict):
         actor = parse_actor(actor, policy=policy)

@@ -29,7 +29,7 @@ from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
 from gamma.scoring.findings import LogFacts, Stated, Violation, check_response, parse_stated
 from gamma.scoring.grading import Pool, grade
-from gamma.scoring.tokens import find
+from gamma.scoring.tokens import extract, find
 
 __all__ = ["Judged", "Rate", "ResponseLine", "Score", "factorial", "gbr", "judge", "judge_lines",
            "load_responses", "pair_table", "parse_responses", "pool", "score", "summarize"]
@@ -323,8 +323,6 @@ def pool(grades: Iterable[str]) -> dict[str, int]:
 
 def _chance_to_leak(resolution: Resolution, facts: LogFacts, question: str) -> bool:
     """Whether the reference excluded a fact with a token not exempted by question or admitted facts."""
-    from gamma.scoring.tokens import extract
-
     exempt = extract(question, sources=True) + tuple(
         t for a in resolution.admitted for t in facts.tokens(a.fact)
     )
@@ -396,8 +394,6 @@ def factorial(rows: Iterable[tuple[str, str | None, bool]]) -> dict[str, Any]:
 
 def _carries_detail(line: ResponseLine, resolution: Resolution, stated: Stated, facts: LogFacts) -> bool:
     """The response asserts a token of a substituted used fact that no admitted fact supplies."""
-    from gamma.scoring.tokens import extract
-
     if line.experience is None:
         return False
     outcome = next((x for x in resolution.experiences if x.experience == line.experience), None)
