@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gamma.conformance.statebench import importer as sb
+from gamma.conformance.statebench.expect import mentions_phrase
 from gamma.conformance.statebench.importer import StatebenchError, convert_timeline, import_file
 
 # shared/ lies beside the work tree (and beside CI's clone)
@@ -685,11 +686,11 @@ def test_must_mention_in_two_live_facts_is_ambiguous() -> None:
 
 def test_phrase_matching_is_whole_word() -> None:
     """'10%' does not match inside '110%'; case is ignored; '$50k' matches before '/year'."""
-    assert sb._mentions("volume discount 10%", "10%")
-    assert not sb._mentions("volume discount 110%", "10%")
-    assert sb._mentions("Standard pricing is $50k/year", "$50K")
-    assert not sb._mentions("ORD-44710", "ORD-4471")
-    assert not sb._mentions("anything", "  ")
+    assert mentions_phrase("volume discount 10%", "10%")
+    assert not mentions_phrase("volume discount 110%", "10%")
+    assert mentions_phrase("Standard pricing is $50k/year", "$50K")
+    assert not mentions_phrase("ORD-44710", "ORD-4471")
+    assert not mentions_phrase("anything", "  ")
 
 
 def test_supersession_below_authority_is_not_expected() -> None:

@@ -30,7 +30,7 @@ _VALIDITY = VALIDITY_CODES
 _HIDDEN = frozenset({"access_denied", "dependency_restricted"})  # hidden from the actor
 
 
-def _mentions(text: str, phrase: str) -> bool:
+def mentions_phrase(text: str, phrase: str) -> bool:
     """Whether ``phrase`` occurs in ``text`` as a whole phrase, case-insensitively."""
     phrase = phrase.strip()
     if not phrase:
@@ -194,7 +194,7 @@ def _expectations(
     )
     for where, phrases in must:
         gold.extend(phrases)
-        suppliers = [f for f in build.facts if any(_mentions(f.text, p) for p in phrases)]
+        suppliers = [f for f in build.facts if any(mentions_phrase(f.text, p) for p in phrases)]
         live = [f for f in suppliers if sure_live(f)]
         if len(live) == 1:
             admitted.add(live[0].id)
@@ -206,7 +206,7 @@ def _expectations(
             build.note("must_mention_not_in_facts", where, phrases[0])
     for where, phrases in must_not:
         drift.extend(phrases)
-        carriers = [f for f in build.facts if any(_mentions(f.text, p) for p in phrases)]
+        carriers = [f for f in build.facts if any(mentions_phrase(f.text, p) for p in phrases)]
         if not carriers:
             build.note("must_not_mention_not_in_facts", where, phrases[0])
         for fact in carriers:
@@ -277,7 +277,7 @@ def _pool(
         if (
             fact.id in outcome.superseder
             and value.casefold() not in live_values
-            and not any(_mentions(value, g) for g in gold)
+            and not any(mentions_phrase(value, g) for g in gold)
         ):
             drift.append(value)
     drift = _dedupe(drift, drop=gold)

@@ -54,9 +54,6 @@ from gamma.conformance.statebench.expect import (
     _experience,
     _pool,
 )
-from gamma.conformance.statebench.expect import (
-    _mentions as _mentions,  # re-exported: tests match phrases
-)
 from gamma.conformance.statebench.fields import (
     StatebenchError,
     _fail,
