@@ -11,7 +11,7 @@ audit/ mirrors fixtures/ (SPEC.md §10.5):
   ``audit/requests.toml`` -> ``audit/D/L.N.json`` (N defaults to the stem of
   the request's actor file).
 
-Cases are read with ``gamma.cases`` (a JSON object with ``suite``), so a
+Cases are read with ``gamma.conformance.cases`` (a JSON object with ``suite``), so a
 case's golden record is the audit record of its reference resolution, under
 its own policy. Every valid event log under fixtures/ must be covered, by a
 request or by a case whose ``log`` names it. Other files (actors, response

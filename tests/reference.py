@@ -4,7 +4,7 @@ It reads the *written* events (the JSON objects of a log, as ``tests/strategies.
 holds them) and answers every question by scanning the whole log again: per fact, every
 rule of SPEC §3-§7 is checked against every event. It is quadratic and proud of it: the
 point is that each function can be read against one sentence of the SPEC, with no index,
-no fold state and no shared code with ``gamma.resolver`` (never import it here).
+no fold state and no shared code with ``gamma.core.resolver`` (never import it here).
 
 The one dynamic part of the semantics, supersession, is computed differently from the
 resolver's single fold: commits, effects and retracts depend only on authority ranks, so

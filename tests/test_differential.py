@@ -1,7 +1,7 @@
 """Differential tests: gamma.resolve against the naive reference of tests/reference.py.
 
 The reference is written from SPEC.md alone, scans the whole log for every question and
-shares no code with gamma.resolver; the two must agree on the whole resolution object
+shares no code with gamma.core.resolver; the two must agree on the whole resolution object
 (digest included) and on the known unknowns, for every generated log, actor and time.
 """
 

@@ -7,7 +7,7 @@ over exactly those events, so events appended later cannot disturb it, and
 checks their chain head against the record's ``log``. The resolver stays
 pure: files are read and written here, never there.
 
-Comparing two records lives in :mod:`gamma.audit_diff`; its names are
+Comparing two records lives in :mod:`gamma.audit.diff`; its names are
 re-exported here, so ``from gamma.audit import diff_records`` is the one import.
 """
 

@@ -9,9 +9,9 @@ events included, so an error names the file, the 1-based physical line and the f
 (``events[3].visibility.roles``) before anything runs.
 
 This module finds and reads case files. What a case is (:class:`Case`, :class:`Expect`
-and the label tables) lives in :mod:`gamma.case_model`, and the strict checking of one
-case object (:func:`parse_case`) in :mod:`gamma.case_parse`; both are re-exported here,
-so ``gamma.cases`` stays the one place to import cases from.
+and the label tables) lives in :mod:`gamma.conformance.model`, and the strict checking of one
+case object (:func:`parse_case`) in :mod:`gamma.conformance.parse`; both are re-exported here,
+so ``gamma.conformance.cases`` stays the one place to import cases from.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A case (DESIGN §9, SPEC.md §13) asks one governed question about one event log.
 :class:`Case` and :class:`Expect` are the validated values; the suite, axis,
 cell and mode tables are the vocabulary their labels are drawn from. Kept apart
-from parsing (:mod:`gamma.case_parse`) and loading (:mod:`gamma.cases`) so both
-can build on it without importing each other; :mod:`gamma.cases` re-exports
+from parsing (:mod:`gamma.conformance.parse`) and loading (:mod:`gamma.conformance.cases`) so both
+can build on it without importing each other; :mod:`gamma.conformance.cases` re-exports
 every public name here.
 """
 

@@ -1,10 +1,10 @@
 """Strict parsing of one case object: every field checked, every error naming its line and field.
 
-:func:`parse_case` turns a decoded JSON object into a :class:`~gamma.case_model.Case`,
+:func:`parse_case` turns a decoded JSON object into a :class:`~gamma.conformance.model.Case`,
 validating its events (embedded, or a ``log`` file relative to the case file), its
 actor and policy, its expectations and its labels against the suite. It is kept
-apart from :mod:`gamma.cases`, which finds and reads case files, because this is
-where the rules live; :mod:`gamma.cases` re-exports :func:`parse_case`.
+apart from :mod:`gamma.conformance.cases`, which finds and reads case files, because this is
+where the rules live; :mod:`gamma.conformance.cases` re-exports :func:`parse_case`.
 """
 
 from __future__ import annotations

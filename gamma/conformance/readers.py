@@ -290,7 +290,7 @@ def answers(case: Case) -> dict[str, str]:
 
 
 def grade_answer(case: Case, answer: str) -> str:
-    """The closed-pool grade of ``answer`` against the case's pool (gamma.grading.grade)."""
+    """The closed-pool grade of ``answer`` against the case's pool (gamma.scoring.grading.grade)."""
     if case.pool is None:
         raise ValueError(f"case {case.id!r} has no answer pool")
     return grade(answer, case.pool)

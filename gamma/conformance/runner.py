@@ -1,8 +1,8 @@
 """The conformance runner: every case through one system, judged, then the metrics.
 
 A *system* is the reference resolver Γ (the default), a built-in reader
-(``gamma.readers``) or an external process speaking the protocol of
-``gamma.external``. Each case gives a ``CaseResult`` (pass, fail, error or skip, with
+(``gamma.conformance.readers``) or an external process speaking the protocol of
+``gamma.conformance.external``. Each case gives a ``CaseResult`` (pass, fail, error or skip, with
 every mismatch); the metrics are those of ``gamma score`` (DESIGN §8), computed by
 scoring each answer with ``gamma.scoring.score`` against Γ's reference resolution of the
 case's own log, plus trap accuracy by failure mode. SPEC.md §14 says

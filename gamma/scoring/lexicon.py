@@ -1,6 +1,6 @@
 """The salient-token grammar: one left-to-right scanner, negation and sentence position.
 
-Private to :mod:`gamma.tokens`, which builds :class:`~gamma.tokens.Token` values from the
+Private to :mod:`gamma.scoring.tokens`, which builds :class:`~gamma.scoring.tokens.Token` values from the
 units produced here. Pure and stdlib only. SPEC.md §11 states the same grammar
 in prose; keep the two in step.
 """

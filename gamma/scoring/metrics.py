@@ -2,7 +2,7 @@
 
 Every response is scored against a reference resolution of the log for its
 actor and time (cached per actor and time), through the validator of
-``gamma.findings``. Every rate is ``{"k", "n", "rate"}`` with ``rate`` null
+``gamma.scoring.findings``. Every rate is ``{"k", "n", "rate"}`` with ``rate`` null
 when ``n`` is 0: an empty denominator is "n/a", never 0%.
 """
 

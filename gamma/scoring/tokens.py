@@ -1,7 +1,7 @@
 """Salient tokens: the concrete values (amounts, percentages, identifiers, dates, proper
 nouns) by which GBR, URR and detail carryover decide whether a response states a fact.
 
-Pure and deterministic; the grammar lives in :mod:`gamma._tokenize` and is written out in
+Pure and deterministic; the grammar lives in :mod:`gamma.scoring.lexicon` and is written out in
 SPEC.md §11. Tokens are compared by :func:`matches`, never by their text, so
 ``$1.2M`` in a response is found in a fact valued ``$1,200,000``.
 """

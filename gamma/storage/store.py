@@ -111,7 +111,7 @@ def _translate(exc: sqlite3.Error, path: Path) -> Exception:
 
 
 class _SqlIndex:
-    """The LogIndex of gamma.events answered by indexed queries on the events table."""
+    """The LogIndex of gamma.core.events answered by indexed queries on the events table."""
 
     def __init__(self, db: Database, last_ts: datetime | None) -> None:
         self._db = db

@@ -4,7 +4,7 @@ What gamma's default policy makes of the imported facts is worked out here by a
 small, conservative reading of DESIGN section 5 (:func:`_derive`); a ground-truth
 mention, required or forbidden fact, or ``expected_applicability`` becomes an
 expectation only when that reading makes the outcome certain. Everything else is
-noted as unmapped, never guessed. Private to the importer; :mod:`gamma.statebench`
+noted as unmapped, never guessed. Private to the importer; :mod:`gamma.conformance.statebench.importer`
 calls it once the facts are read.
 """
 

@@ -2,10 +2,10 @@
 
 Every reader takes the value and its dotted field path (``events[3].writes[0].key``)
 and raises :class:`StatebenchError` naming that path, so the importer's modules
-(:mod:`gamma._statebench_read`, :mod:`gamma._statebench_expect` and
-:mod:`gamma.statebench`) check input the same way. Kept apart so those modules
+(:mod:`gamma.conformance.statebench.read`, :mod:`gamma.conformance.statebench.expect` and
+:mod:`gamma.conformance.statebench.importer`) check input the same way. Kept apart so those modules
 share one vocabulary of checks without importing each other; private to the
-importer: :mod:`gamma.statebench` re-exports :class:`StatebenchError`.
+importer: :mod:`gamma.conformance.statebench.importer` re-exports :class:`StatebenchError`.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ short:
   the unmapped record.
 
 The work is split along its seams, in private modules: strict field readers
-and :class:`StatebenchError` (:mod:`gamma._statebench_fields`), reading the
-timeline into events (:mod:`gamma._statebench_read`) and deriving the
-expectations only where sure (:mod:`gamma._statebench_expect`).  This module
+and :class:`StatebenchError` (:mod:`gamma.conformance.statebench.fields`), reading the
+timeline into events (:mod:`gamma.conformance.statebench.read`) and deriving the
+expectations only where sure (:mod:`gamma.conformance.statebench.expect`).  This module
 keeps the public surface.
 """
 

@@ -6,7 +6,7 @@ Value markers are read here (``[RESTRICTED: label]`` as clearance or tenant,
 ``(valid through YYYY-MM-DD)`` as ``valid_until``, ``[SCOPE: label] key: value``
 working-set items), fact ids are made unique, and ``supersedes`` /
 ``depends_on`` are resolved to earlier facts. Whatever only prose carries is
-noted as unmapped. Private to the importer; :mod:`gamma.statebench` drives it
+noted as unmapped. Private to the importer; :mod:`gamma.conformance.statebench.importer` drives it
 and re-exports the public constants.
 """
 
