@@ -24,6 +24,7 @@ from gamma.conformance.readers import READERS
 from gamma.conformance.runner import CaseResult, Report, quote, run
 from gamma.core.canonical import compact_json
 from gamma.core.errors import InputError
+from gamma.data import corpus_dir
 from gamma.scoring.metrics import Rate
 
 
@@ -45,20 +46,18 @@ def conformance_command(
     paths: tuple[str, ...], suite: str | None, junit: str | None, as_json: bool,
     system: str | None, reader: str | None, audit: bool, timeout: float,
 ) -> None:
-    """Run conformance cases (default: fixtures/) and print per-case results and metrics.
+    """Run conformance cases (default: the corpus bundled with gamma) and print the results.
+
+    PATH is a case file or a directory of them (e.g. the output of gamma import
+    statebench); with none, the corpus that ships inside the package runs, from
+    any directory.
 
     Exit 0 when every case passes (and, with --audit, every pair is admissible), 1 when
     a case fails or errs, 2 on bad input.
     """
     if system is not None and reader is not None:
         raise click.UsageError("give --system or --reader, not both")
-    if not paths and not Path("fixtures").is_dir():
-        raise InputError(
-            "no PATH given and no fixtures/ here: run from a gamma checkout, or name the"
-            " case files or directories (e.g. the output of gamma import statebench)",
-            source="PATH",
-        )
-    paths = paths or ("fixtures/",)
+    paths = paths or (str(corpus_dir()),)
     with command("conformance", paths=list(paths), suite=suite, reader=reader,
                  system=system) as record:
         cases = load_cases(paths, suite=suite)
