@@ -29,6 +29,7 @@ __all__ = [
     "NOW_ENV",
     "STDIN",
     "log_argument",
+    "one_stdin",
     "actor_option",
     "at_option",
     "policy_option",
@@ -98,12 +99,20 @@ def read_policy(path: str | None, fallback: Policy | None = None) -> Policy:
     return load_policy(path)
 
 
+def one_stdin(*given: tuple[str, str | None]) -> None:
+    """Refuse, before reading anything, a command line where two inputs are ``-``."""
+    dashes = [what for what, value in given if value == STDIN]
+    if len(dashes) > 1:
+        raise click.UsageError(f"{' and '.join(dashes)} {'both' if len(dashes) == 2 else 'all'} read -:"
+            " only one may be standard input")
+
+
 def read_stdin(what: str) -> bytes:
     """Standard input, read once: a second ``-`` in the same command is a usage error."""
     ctx = click.get_current_context()
     claimed = ctx.meta.setdefault("gamma.stdin", [])
     if claimed:
-        raise click.UsageError(f"{what} and {claimed[0]} both read -: only one may be standard input")
+        raise click.UsageError(f"{claimed[0]} and {what} both read -: only one may be standard input")
     claimed.append(what)
     return click.get_binary_stream("stdin").read()
 

@@ -9,6 +9,7 @@ from gamma.cli.options import (
     actor_option,
     at_option,
     log_argument,
+    one_stdin,
     policy_option,
     read_actor,
     read_at,
@@ -44,6 +45,7 @@ def resolve_command(
 ) -> None:
     """Resolve LOG for an actor at a time: what may the actor rely on, and why not the rest."""
     with command("resolve", log=log, format=fmt) as record:
+        one_stdin(("LOG", log), ("--actor", actor))
         at_ts = read_at(at)
         events, policy = read_log(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)

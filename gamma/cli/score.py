@@ -13,6 +13,7 @@ from gamma.cli.options import (
     actor_option,
     at_option,
     log_argument,
+    one_stdin,
     policy_option,
     read_actor,
     read_at,
@@ -52,6 +53,7 @@ def validate_command(
     2 on bad input (a malformed log, actor, time, policy or bindings).
     """
     with command("validate", log=log) as record:
+        one_stdin(("LOG", log), ("--actor", actor), ("--response", response))
         events, policy = read_log(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)
         at_ts = read_at(at)
@@ -100,6 +102,7 @@ def _bindings(text: str | None) -> dict[str, str] | None:
 def score_command(responses: str, log: str, policy_path: str | None, as_json: bool) -> None:
     """Score RESPONSES.jsonl with judge-free metrics: GBR, URR, pairs, factorial, pool."""
     with command("score", responses=responses, log=log) as record:
+        one_stdin(("--log", log), ("RESPONSES", responses))
         events, policy = read_log(log, read_policy(policy_path) if policy_path else None)
         result = score(_responses(responses), events, policy=policy)
         data = result.to_dict()
