@@ -28,6 +28,7 @@ from gamma.storage.store import SQLITE_HEADER
 __all__ = [
     "NOW_ENV",
     "STDIN",
+    "STDIN_SOURCE",
     "log_argument",
     "one_stdin",
     "actor_option",
