@@ -175,8 +175,9 @@ def junit_xml(report: Report) -> str:
         for r in rows:
             case = ET.SubElement(node, "testcase", name=_xml_text(r.id),
                                  classname=f"gamma.conformance.{suite}",
-                                 time=_seconds(r.seconds), file=_xml_text(r.where))
-            detail = "\n".join(r.problems + ((f"answer: {quote(r.answer)}",) if r.scored else ()))
+                                 time=_seconds(r.seconds))
+            answer = (f"answer: {quote(r.answer)}",) if r.scored else ()
+            detail = "\n".join((*r.problems, *answer, f"case: {r.where}"))
             if r.status in ("fail", "error"):
                 tag = "failure" if r.status == "fail" else "error"
                 child = ET.SubElement(case, tag, message=_message(r),
