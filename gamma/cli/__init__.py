@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from gamma.cli.logs import configure, emit, level_from_env
+from gamma.cli.logs import OFF, configure, emit, level_from_env
 from gamma.core.errors import GammaError, InputError, IntegrityError, StoreBusyError
 from gamma.core.version import __version__
 
@@ -88,14 +88,15 @@ def main(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         exc.show()
         sys.exit(2)
-    configure(level=level)
+    configure(level=min(level, logging.CRITICAL))
     # A command is one short process over many small acyclic objects: collecting
     # cycles every 700 allocations costs up to a third of a large resolve.
     gc.set_threshold(100_000, 50, 100)
     record: dict[str, Any] = {}
     started = time.perf_counter()
     status = _run(argv, record)
-    if record.pop(_QUIET, False) or ("command" not in record and status == 0):
+    quiet = record.pop(_QUIET, False) or level == OFF
+    if quiet or ("command" not in record and status == 0):
         sys.exit(status)  # --quiet; or --help / --version, which run no command
     if "command" not in record:  # a usage error before the command began
         words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
