@@ -115,7 +115,9 @@ def read_stdin(what: str) -> bytes:
     if claimed:
         raise click.UsageError(f"{claimed[0]} and {what} both read -: only one may be standard input")
     claimed.append(what)
-    return click.get_binary_stream("stdin").read()
+    with click.open_file("-", "rb") as stream:
+        data: bytes = stream.read()
+    return data
 
 
 def read_text(value: str, what: str) -> tuple[str, str]:
