@@ -23,7 +23,6 @@ from gamma import (
     resolve,
 )
 from gamma.audit.replay import (
-    record_policy,
     RECORD_FIELDS,
     Outcome,
     audit_record,
@@ -32,6 +31,7 @@ from gamma.audit.replay import (
     parse_audit,
     read_audit,
     record_digest,
+    record_policy,
     replay,
     write_audit,
 )

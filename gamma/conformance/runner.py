@@ -392,21 +392,21 @@ def run(
         kind, name = "external", process.command
     elif reader is not None:
         ask = reader_said(reader)
-        results = [_timed(lambda c=c: judge(c, ask(c), kind="reader", reader=reader))
-                   for c in cases]
+        results = [_timed(case, lambda c: judge(c, ask(c), kind="reader", reader=reader))
+                   for case in cases]
         kind, name = "reader", reader
     else:
-        results = [_timed(lambda c=c: judge(c, reference_said(c), kind="reference"))
-                   for c in cases]
+        results = [_timed(case, lambda c: judge(c, reference_said(c), kind="reference"))
+                   for case in cases]
         kind, name = "reference", "Γ (gamma.resolve)"
     return Report(kind=kind, name=name, results=tuple(results), metrics=metrics(results),
                   audit=audit_pairs(cases) if audit else None)
 
 
-def _timed(work: Callable[[], CaseResult]) -> CaseResult:
-    """``work()``'s result with the seconds it took (for the JUnit report's ``time``)."""
+def _timed(case: Case, work: Callable[[Case], CaseResult]) -> CaseResult:
+    """``work(case)`` with the seconds it took (for the JUnit report's ``time``)."""
     started = time.perf_counter()
-    result = work()
+    result = work(case)
     return attrs.evolve(result, seconds=time.perf_counter() - started)
 
 

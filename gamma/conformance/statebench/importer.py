@@ -135,7 +135,7 @@ def convert_timeline_cases(obj: dict[str, Any]) -> list[tuple[dict[str, Any], di
     count = _query_count(obj)
     if count <= 1:
         return [convert_timeline(obj)]
-    return [convert_timeline(obj, query=n, suffix=f".q{n + 1}") for n in range(count)]
+    return [convert_timeline(obj, which=n, suffix=f".q{n + 1}") for n in range(count)]
 
 
 def _query_count(obj: dict[str, Any]) -> int:
@@ -146,10 +146,10 @@ def _query_count(obj: dict[str, Any]) -> int:
 
 
 def convert_timeline(
-    obj: dict[str, Any], *, query: int | None = None, suffix: str = ""
+    obj: dict[str, Any], *, which: int | None = None, suffix: str = ""
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Convert one parsed StateBench timeline into ``(case, unmapped record)`` for one of its
-    queries: the ``query``-th (from 0; default the last), its case id the timeline id
+    queries: the ``which``-th (from 0; default the last), its case id the timeline id
     followed by ``suffix``.
 
     Raises :class:`StatebenchError` (``line`` None) naming the field at fault.
@@ -182,7 +182,7 @@ def convert_timeline(
         kinds.append(kind)
         stamps.append(_ts(_req(event, "ts", f"events[{i}]"), f"events[{i}].ts"))
     queries = [i for i, kind in enumerate(kinds) if kind == "query"]
-    chosen = (queries[-1] if query is None else queries[query]) if queries else None
+    chosen = (queries[-1] if which is None else queries[which]) if queries else None
 
     build = _Build(tenant=tenant)
     build.duplicated = _duplicated_ids(initial, raw_events, kinds, chosen)
