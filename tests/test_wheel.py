@@ -56,3 +56,9 @@ def test_wheel_outside_the_checkout(tmp_path: Path) -> None:
     digest = next(line.split()[1] for line in strict.stdout.splitlines() if line.startswith("strict"))
     assert f"policy   {digest}" in run.stdout
     assert run.stderr == ""  # GAMMA_LOG_LEVEL=off
+
+    probe = ("from gamma.data import schema_file, corpus_dir; import json; "
+             "print(json.load(open(schema_file('case')))['title'], corpus_dir())")
+    run = _run(bin_dir / "python", "-c", probe, cwd=elsewhere)
+    assert run.returncode == 0 and run.stdout.startswith("gamma conformance case "), run.stderr
+    assert str(ROOT) not in run.stdout  # the installed copy, not the checkout

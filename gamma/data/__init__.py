@@ -1,4 +1,4 @@
-"""Data shipped inside the package: the conformance corpus and the named policies.
+"""Data shipped inside the package: the conformance corpus, the named policies, the schemas.
 
 Read through :mod:`importlib.resources`, so an installed wheel finds them from
 any working directory. In a checkout, ``fixtures/<suite>`` and ``policies/``
@@ -13,10 +13,21 @@ from pathlib import Path
 from gamma.core.errors import PolicyError
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
 
-__all__ = ["POLICY_NAMES", "corpus_dir", "named_policies", "policy_by_name", "policy_file"]
+__all__ = [
+    "POLICY_NAMES",
+    "SCHEMAS",
+    "corpus_dir",
+    "named_policies",
+    "policy_by_name",
+    "policy_file",
+    "schema_file",
+]
 
 #: The named policies, in the order ``gamma policies`` lists them.
 POLICY_NAMES: tuple[str, ...] = ("default", "strict", "recheck", "multivalue")
+
+#: The JSON Schemas (draft 2020-12) of the files a user writes: ``case`` is a case file.
+SCHEMAS: tuple[str, ...] = ("case",)
 
 
 def _root() -> Path:
@@ -49,3 +60,10 @@ def policy_by_name(name: str) -> Policy:
 def named_policies() -> tuple[tuple[str, Policy], ...]:
     """Every named policy with its name, in :data:`POLICY_NAMES` order."""
     return tuple((name, policy_by_name(name)) for name in POLICY_NAMES)
+
+
+def schema_file(name: str) -> Path:
+    """The JSON Schema of a file kind in :data:`SCHEMAS` (``case``: a conformance case)."""
+    if name not in SCHEMAS:
+        raise ValueError(f"no schema named {name!r}; the schemas are {', '.join(SCHEMAS)}")
+    return _root() / "schemas" / f"{name}.schema.json"
