@@ -182,3 +182,28 @@ class TestVerifyWords:
         assert gamma("verify", keyed, env={"GAMMA_CHAIN_KEY": KEY})[0] == 0
         code, _, err = gamma("verify", keyed, env={"GAMMA_CHAIN_KEY": "another key, 32 bytes long!!"})
         assert code == 1 and err.startswith("wrong key: ")
+
+
+class TestOutsideTheCheckout:
+    def test_case_with_a_named_policy_outside_any_policies_dir(self, tmp_path: Path) -> None:
+        """A user's own case naming "strict" finds the bundled policy (no policies/ there)."""
+        case = json.loads((ROOT / "fixtures" / "adversarial"
+                           / "adv-authority-strict-unattributed.json").read_text())
+        assert case["policy"] == "strict"
+        (tmp_path / "mine.json").write_text(json.dumps(case))
+        code, out, _ = gamma("conformance", tmp_path / "mine.json")
+        assert code == 0 and "PASS" in out
+        case["policy"] = "lenient"
+        (tmp_path / "mine.json").write_text(json.dumps(case))
+        code, _, err = gamma("conformance", tmp_path / "mine.json")
+        assert code == 2 and "multivalue" in err
+
+    def test_replay_and_score_from_stdin(self, tmp_path: Path) -> None:
+        record = tmp_path / "a.json"
+        assert gamma("resolve", LOG, "--actor", ALICE, "--at", AT, "--audit", record)[0] == 0
+        code, out, _ = gamma("replay", "-", "--expect", record, input=LOG.read_bytes())
+        assert code == 0 and out.startswith("identical")
+        responses = EXAMPLES / "responses.jsonl"
+        want = gamma("score", responses, "--log", LOG, "--json")[1]
+        assert gamma("score", "-", "--log", LOG, "--json", input=responses.read_bytes())[1] == want
+        assert gamma("score", responses, "--log", "-", "--json", input=LOG.read_bytes())[1] == want
