@@ -31,11 +31,14 @@ from gamma.audit.replay import (
     parse_audit,
     read_audit,
     record_digest,
+    record_policy,
     replay,
     write_audit,
 )
 from gamma.core.canonical import canonical_json, parse_ts
-from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
+
+ROOT = Path(__file__).resolve().parent.parent
 
 EVENTS = (
     A("F1", "region", "EMEA"),
@@ -263,14 +266,34 @@ class TestReplay:
         assert "the log has 3 events, the record covers 7" in result.render()
 
     def test_policy_must_match(self) -> None:
-        """A record made under another policy is refused (PolicyError naming ``policy``)."""
-        strict = Policy(authority_default="unverified")
+        """A record made under a policy no candidate has is refused (PolicyError naming
+        ``policy``); the caller's candidates and the named policies are looked through."""
+        custom = Policy(authority_default="manager")
         events = log(*EVENTS)
-        record = record_of(events, policy=strict)
+        record = record_of(events, policy=custom)
         with pytest.raises(PolicyError) as exc:
             replay(events, record)
-        assert exc.value.field == "policy"
-        assert replay(events, record, policy=strict).ok
+        assert exc.value.field == "policy" and "the named policy 'strict'" in str(exc.value)
+        assert replay(events, record, candidates=[("mine", custom)]).ok
+        assert replay(events, record, policy=custom).ok
+
+    def test_named_policy_found(self) -> None:
+        """A record made under a named policy (strict) replays without naming it."""
+        strict = load_policy(ROOT / "policies" / "strict.toml")
+        events = log(*EVENTS)
+        record = record_of(events, policy=strict)
+        assert record_policy(record) == strict
+        assert replay(events, record).ok
+
+    def test_other_policy_is_a_difference(self) -> None:
+        """Replayed under a policy that is not the record's: never identical; says policy."""
+        strict = Policy(authority_default="unverified")
+        events = log(*EVENTS)
+        result = replay(events, record_of(events), policy=strict)
+        assert not result.ok
+        assert [c.field for c in result.diff.fields if c.field == "policy"] == ["policy"]
+        assert result.to_dict()["policy"]["ok"] is False
+        assert result.render().splitlines()[1].startswith("policy: the record was made under")
 
     def test_engine_difference_is_a_note(self) -> None:
         """A record written by another gamma version still replays identically, with a note."""

@@ -101,14 +101,24 @@ class TestReplay:
         assert 'F1 region: value: "EMEA" -> "APAC"' in out
 
     def test_changed_policy(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        """A non-default policy: exit 2 unless given with --policy and matching."""
-        record = audit(capsys, tmp_path / "strict.json", "--policy", STRICT)
+        """A named policy is found without --policy; another --policy replays under it and is
+        different (exit 1, naming the policy); a policy file gamma does not know: exit 2."""
+        record = audit(capsys, tmp_path / "strict.json", "--policy", "strict")
+        code, out, _ = gamma(capsys, "replay", LOG, "--expect", record)
+        assert code == 0 and out.startswith("identical")
+        code, out, _ = gamma(capsys, "replay", LOG, "--expect", record, "--policy", MULTIVALUE)
+        assert code == 1 and out.startswith("different")
+        assert out.splitlines()[1].startswith("policy: the record was made under")
+        assert "made under " + json.loads(record.read_text())["policy"] in out
+        code, out, _ = gamma(capsys, "replay", LOG, "--expect", record, "--policy", STRICT)
+        assert code == 0 and out.startswith("identical")
+        custom = tmp_path / "custom.toml"
+        custom.write_text('[authority]\ndefault = "manager"\n')
+        record = audit(capsys, tmp_path / "custom.json", "--policy", custom)
         code, _, err = gamma(capsys, "replay", LOG, "--expect", record)
         assert code == 2
-        assert "field 'policy'" in err and "--policy" in err
-        code, _, err = gamma(capsys, "replay", LOG, "--expect", record, "--policy", MULTIVALUE)
-        assert code == 2 and "neither" in err
-        code, out, _ = gamma(capsys, "replay", LOG, "--expect", record, "--policy", STRICT)
+        assert "field 'policy'" in err and "--policy FILE" in err and "'strict'" in err
+        code, out, _ = gamma(capsys, "replay", LOG, "--expect", record, "--policy", custom)
         assert code == 0 and out.startswith("identical")
 
     def test_edited_policy_digest(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,12 +151,15 @@ class TestReplay:
     def test_store_with_its_own_policy(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """A store's policy is a candidate: its records replay without --policy; a copy does not."""
+        """A store's policy is a candidate: its records replay without --policy; a copy does
+        not (the policy is no named one)."""
         store_module = pytest.importorskip("gamma.storage.store")
         from gamma.core.policy import load_policy
 
         db = tmp_path / "s.db"
-        store = store_module.Store.init(db, policy=load_policy(STRICT))
+        custom = tmp_path / "custom.toml"
+        custom.write_text('[authority]\ndefault = "manager"\n')
+        store = store_module.Store.init(db, policy=load_policy(custom))
         store.append(LOG.read_text())
         store.close()
         record = audit(capsys, tmp_path / "a.json", log=db)

@@ -197,3 +197,47 @@ class TestInputErrors:
         code, _, err = gamma(capsys, "conformance", small(tmp_path), "--junit",
                              tmp_path / "no" / "dir" / "x.xml")
         assert code == 2 and "cannot write JUnit XML" in err
+
+
+class TestJUnit:
+    """The JUnit report: valid against the Jenkins junit-10 XSD (tests/junit-10.xsd), with a
+    time per case and suite, the failed expectation as the message, stderr with its lines."""
+
+    @staticmethod
+    def schema() -> object:
+        xmlschema = pytest.importorskip("xmlschema")
+        return xmlschema.XMLSchema(str(Path(__file__).parent / "junit-10.xsd"))
+
+    def test_failures_validate(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        junit = tmp_path / "out.xml"
+        code, _, _ = gamma(capsys, "conformance", small(tmp_path), "--reader", "latest-mention",
+                           "--junit", junit)
+        assert code == 1
+        self.schema().validate(str(junit))  # type: ignore[attr-defined]
+        root = ET.parse(junit).getroot()
+        cases = root.findall(".//testcase")
+        assert cases and all(float(c.get("time", "-1")) >= 0 for c in cases)
+        suites = root.findall("testsuite")
+        assert all(s.get("time") for s in suites) and root.get("time")
+        failure = root.find(".//testcase/failure")
+        assert failure is not None and "expected gold" in failure.get("message", "")
+        assert failure.text is not None and "case: " in failure.text
+
+    def test_system_err_keeps_lines(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        """A crashing system's stderr: real line breaks, its end kept (the last 64 KiB)."""
+        crash = tmp_path / "crash.py"
+        crash.write_text(
+            "import sys\nsys.stdin.readline()\n"
+            "sys.stderr.write('x' * 70000 + '\\nTraceback (most recent call last):\\n"
+            "  boom\\nValueError: bad\\n')\nsys.exit(7)\n"
+        )
+        junit = tmp_path / "out.xml"
+        code, _, _ = gamma(capsys, "conformance", small(tmp_path), "--system",
+                           f"{sys.executable} {crash}", "--junit", junit)
+        assert code == 1
+        self.schema().validate(str(junit))  # type: ignore[attr-defined]
+        errs = [e.text or "" for e in ET.parse(junit).getroot().iter("system-err")]
+        assert len(errs) == 4
+        assert all(e.endswith("Traceback (most recent call last):\n  boom\nValueError: bad\n")
+                   for e in errs)
+        assert all(len(e.encode()) <= 64 * 1024 and "\\n" not in e for e in errs)

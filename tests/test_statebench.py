@@ -13,7 +13,12 @@ import pytest
 
 from gamma.conformance.statebench import importer as sb
 from gamma.conformance.statebench.expect import mentions_phrase
-from gamma.conformance.statebench.importer import StatebenchError, convert_timeline, import_file
+from gamma.conformance.statebench.importer import (
+    StatebenchError,
+    convert_timeline,
+    convert_timeline_cases,
+    import_file,
+)
 
 # shared/ lies beside the work tree (and beside CI's clone)
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "statebench" / "v1-dev.jsonl"
@@ -200,19 +205,25 @@ REPLACED = "Discount authority for Northwind is 8%"
 
 
 @needs_sample
-def test_sample_imports_every_timeline(tmp_path: Path) -> None:
-    """All 209 timelines become 209 case files and 209 unmapped lines, in input order."""
+def test_sample_imports_every_query(tmp_path: Path) -> None:
+    """209 timelines become 248 cases, one per query (15 timelines have 3 or 4), in order;
+    a timeline's several queries are ``<id>.q1``...; one unmapped line per case."""
     report = import_file(SAMPLE, tmp_path)
-    ids = [json.loads(line)["id"] for line in SAMPLE.read_text().splitlines() if line]
-    assert len(ids) == 209
-    assert (report.timelines, report.cases) == (209, 209)
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line]
+    ids = []
+    for row in rows:
+        n = sum(e["type"] == "query" for e in row["events"])
+        ids += [row["id"]] if n <= 1 else [f"{row['id']}.q{k}" for k in range(1, n + 1)]
+    assert len(rows) == 209 and len(ids) == 248
+    assert (report.timelines, report.cases) == (209, 248)
     assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted(f"{i}.json" for i in ids)
     records = [json.loads(line) for line in (tmp_path / "unmapped.jsonl").read_text().splitlines()]
-    assert [r["timeline"] for r in records] == ids
+    assert [r["case"] for r in records] == ids
     assert report.unmapped == sum(len(r["items"]) for r in records)
     assert dict(report.unmapped_by_kind) == dict(
         Counter(item["kind"] for r in records for item in r["items"])
     )
+    assert "other_query" not in dict(report.unmapped_by_kind)
     for tid in ids[:5]:
         case = json.loads((tmp_path / f"{tid}.json").read_text())
         assert case["id"] == tid and case["suite"] == "imported"
@@ -389,17 +400,23 @@ def test_sample_environment_update_S5_000439() -> None:
 
 
 @needs_sample
-def test_sample_multi_query_keeps_last_S10_000966() -> None:
-    """With several queries the case asks the last; the others are listed with their prompts."""
+def test_sample_multi_query_one_case_each_S10_000966() -> None:
+    """Each query is its own case, at its own time, over the events before it."""
     row = sample_timelines()["S10-000966"]
-    case, record = convert_timeline(row)
-    assert case["question"] == "What business impact did this cause?"
-    assert case["at"] == "2025-12-17T21:45:00Z"
-    assert record["query"] == f"events[{len(row['events']) - 1}]"
-    assert [i["detail"] for i in items(record, "other_query")] == [
+    converted = convert_timeline_cases(row)
+    assert [c["id"] for c, _ in converted] == [f"S10-000966.q{k}" for k in (1, 2, 3)]
+    assert [c["question"] for c, _ in converted] == [
         "What was the root cause of the customer's issue?",
         "Was L1 or L2 support correct in their diagnosis?",
+        "What business impact did this cause?",
     ]
+    assert [c["at"] for c, _ in converted] == [
+        "2025-12-17T21:10:00Z", "2025-12-17T21:25:00Z", "2025-12-17T21:45:00Z"]
+    assert [r["query"] for _, r in converted] == ["events[18]", "events[19]", "events[20]"]
+    assert all(not items(r, "other_query") for _, r in converted)
+    for case, _ in converted:
+        assert all(e["ts"] <= case["at"] for e in case["events"])
+    assert convert_timeline(row)[0]["question"] == converted[-1][0]["question"]
 
 
 @needs_sample

@@ -55,10 +55,11 @@ from gamma.core.errors import (
 )
 from gamma.core.events import canonical_event, decode_json, parse_actor
 from gamma.core.model import Actor, Event, heard_by
-from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.policy import Policy
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
 from gamma.core.version import __version__
+from gamma.data import named_policies
 
 __all__ = [
     "RECORD_FIELDS", "AuditDiff", "Change", "ExperienceChange", "FactChange", "IgnoredChange",
@@ -248,6 +249,7 @@ class ReplayResult:
     record_head: str
     record_digest_ok: bool
     diff: AuditDiff
+    record_policy: str
     resolution: Resolution = attrs.field(eq=False, repr=False)
 
     @property
@@ -265,6 +267,11 @@ class ReplayResult:
             "events": self.events,
             "available": self.available,
             "head": {"record": self.record_head, "replay": self.head, "ok": self.head_ok},
+            "policy": {
+                "record": self.record_policy,
+                "replay": self.resolution.policy,
+                "ok": self.record_policy == self.resolution.policy,
+            },
             "record_digest_ok": self.record_digest_ok,
             "diff": self.diff.to_dict(),
         }
@@ -280,6 +287,11 @@ class ReplayResult:
             lines += self.diff.notes(a="record", b="replay")
         else:
             lines = ["different: the replay does not reproduce the record"]
+            if self.resolution.policy != self.record_policy:
+                lines.append(
+                    f"policy: the record was made under {self.record_policy}, the replay ran"
+                    f" under {self.resolution.policy}: every other difference may come from that"
+                )
             if self.available < self.events:
                 lines.append(
                     f"log: the log has {self.available} events, the record covers {self.events}:"
@@ -300,26 +312,51 @@ class ReplayResult:
         return "\n".join(lines) + "\n"
 
 
+def record_policy(
+    record: dict[str, Any],
+    candidates: Sequence[tuple[str, Policy]] = (),
+    *,
+    source: str | None = None,
+) -> Policy:
+    """The policy an audit record was made under: the first candidate whose digest is the
+    record's ``policy``, looked for among ``candidates`` (label, policy) and then the named
+    policies that ship with gamma (default, strict, recheck, multivalue).
+
+    PolicyError naming every policy tried when none matches: the record was made under a
+    policy file the caller must bring.
+    """
+    tried = [*candidates, *((f"the named policy {name!r}", p) for name, p in named_policies())]
+    for _, policy in tried:
+        if policy.digest == record["policy"]:
+            return policy
+    known = "; ".join(f"{label} is {policy.digest}" for label, policy in tried)
+    raise PolicyError(
+        f"the record was made under policy {record['policy']}, which is none of the policies"
+        f" tried ({known}): give the policy file it was made with",
+        source=source,
+        field="policy",
+    )
+
+
 def replay(
     events: Sequence[Event],
     record: dict[str, Any],
     *,
     policy: Policy | None = None,
+    candidates: Sequence[tuple[str, Policy]] = (),
     source: str | None = None,
 ) -> ReplayResult:
     """Recompute the record's resolution over exactly its first ``events`` log events.
 
-    ``policy`` must be the one the record was made under (its digest is the
-    record's ``policy``), else PolicyError: a different policy would make
-    every difference meaningless. ``source`` names the record in errors.
+    With ``policy``, the replay runs under that policy, whatever the record says: when it is
+    not the record's, the result is different, and its diff names the ``policy`` field (a
+    replay never reports identical under a policy the record was not made with). Without
+    it, the record's own policy is chosen by :func:`record_policy` among ``candidates``
+    (e.g. a store's policy) and the named policies, else PolicyError. ``source`` names the
+    record in errors.
     """
-    policy = policy or DEFAULT_POLICY
-    if record["policy"] != policy.digest:
-        raise PolicyError(
-            f"the record was made under policy {record['policy']}, not {policy.digest}",
-            source=source,
-            field="policy",
-        )
+    if policy is None:
+        policy = record_policy(record, candidates, source=source)
     actor = parse_actor(record["actor"], policy=policy, source=source or "<audit record>")
     try:
         at = parse_ts(record["at"])
@@ -337,5 +374,6 @@ def replay(
         record_head=record["log"],
         record_digest_ok=record_digest(record) == record["digest"],
         diff=diff_records(record, audit_record(resolution, prefix)),
+        record_policy=record["policy"],
         resolution=resolution,
     )

@@ -2,7 +2,8 @@
 
 Exit statuses: 0 success, 1 a check failed (tampered, different, violations),
 2 input or usage error, 3 store busy. Results go to stdout; errors and the
-one structured log line per command go to stderr.
+one structured log line per command go to stderr (none for --help, --version
+or under --quiet; GAMMA_LOG_LEVEL sets the least level written).
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+import logging
 import sys
 import time
 from typing import Any
 
 import click
 
-from gamma.cli.logs import configure, emit
+from gamma.cli.logs import OFF, configure, emit, level_from_env
 from gamma.core.errors import GammaError, InputError, IntegrityError, StoreBusyError
 from gamma.core.version import __version__
 
@@ -36,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("score", "score_command"),
     "conformance": ("conformance", "conformance_command"),
     "import": ("importer", "import_group"),
+    "policies": ("policies", "policies_command"),
 }
 
 
@@ -62,23 +65,39 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="gamma")
-def cli() -> None:
+@click.option("--quiet", "-q", is_flag=True, help="Write no log line to stderr.")
+@click.pass_context
+def cli(ctx: click.Context, quiet: bool) -> None:
     """gamma: decide what an LLM agent may rely on, S = Γ(H, A, t).
 
     Every fact the actor may not rely on is listed with machine-readable
     reasons and the events behind them.
     """
+    if quiet and isinstance(ctx.obj, dict):
+        ctx.obj[_QUIET] = True
+
+
+_QUIET = "_quiet"  # a key of main's record that is not a log field
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: maps gamma's errors to messages and exit statuses, logs one line."""
-    configure()
+    level = logging.INFO
+    try:
+        level = level_from_env()
+    except click.UsageError as exc:
+        exc.show()
+        sys.exit(2)
+    configure(level=min(level, logging.CRITICAL))
     # A command is one short process over many small acyclic objects: collecting
     # cycles every 700 allocations costs up to a third of a large resolve.
     gc.set_threshold(100_000, 50, 100)
     record: dict[str, Any] = {}
     started = time.perf_counter()
     status = _run(argv, record)
+    quiet = record.pop(_QUIET, False) or level == OFF
+    if quiet or ("command" not in record and status == 0):
+        sys.exit(status)  # --quiet; or --help / --version, which run no command
     if "command" not in record:  # a usage error before the command began
         words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
         record["command"] = words[0] if words else "gamma"

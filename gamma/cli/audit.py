@@ -1,8 +1,10 @@
 """``gamma replay`` and ``gamma audit diff``: reproduce an audit record, compare two.
 
 Replay exits 0 when the log reproduces the record, 1 when it does not (a
-field-level diff says where), 2 on input errors and when the record's policy
-is neither the default's nor ``--policy``'s (nor, for a store, the store's).
+field-level diff says where; replaying under a ``--policy`` that is not the
+record's is such a difference), 2 on input errors and when the record's policy
+is none of the store's and the named policies and no ``--policy`` is given.
+The choice of policy is :func:`gamma.audit.replay.record_policy`'s.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from typing import Any, TypeVar
 
 import click
 
-from gamma.audit.replay import diff_records, read_audit, replay
+from gamma.audit.replay import diff_records, read_audit, record_policy, replay
 from gamma.cli import exit_with
 from gamma.cli.logs import command
-from gamma.cli.options import log_argument, read_policy
+from gamma.cli.options import STDIN, log_argument, read_log, read_policy
 from gamma.core.errors import PolicyError
-from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.policy import Policy
 from gamma.storage.sources import LoadedLog, open_log
 from gamma.storage.store import is_store
 
@@ -44,9 +46,11 @@ def _json_option(what: str) -> Callable[[F], F]:
 @click.option(
     "--policy",
     "policy_path",
-    type=click.Path(dir_okay=False),
     default=None,
-    help="Policy TOML the record was made under, when it is not the default (or the store's).",
+    metavar="NAME|FILE",
+    help="Replay under this policy (a named one or a TOML file); when it is not the record's,"
+    " the replay is different and says so. Default: the record's own policy, found among"
+    " the store's and the named policies.",
 )
 @_json_option("the result")
 def replay_command(log: str, expect: str, policy_path: str | None, as_json: bool) -> None:
@@ -60,26 +64,23 @@ def replay_command(log: str, expect: str, policy_path: str | None, as_json: bool
         record = read_audit(expect)
         explicit = read_policy(policy_path) if policy_path else None
         loaded: LoadedLog | None = None
-        candidates: list[tuple[str, Policy]] = [("the default policy's", DEFAULT_POLICY)]
-        if explicit is not None:
-            candidates.insert(0, ("--policy's", explicit))
-        if is_store(log):
+        candidates: list[tuple[str, Policy]] = []
+        if log != STDIN and is_store(log):
             loaded = open_log(log)
             if loaded.store_policy is not None:
-                candidates.append(("the store's", loaded.store_policy))
-        policy = next((p for _, p in candidates if p.digest == record["policy"]), None)
-        if policy is None:
-            known = " nor ".join(f"{label} ({p.digest})" for label, p in candidates)
-            raise PolicyError(
-                f"the record was made under policy {record['policy']}, which is"
-                f" {'neither' if len(candidates) > 1 else 'not'} {known};"
-                " pass the policy file it was made with as --policy",
-                source=expect,
-                field="policy",
-            )
-        if loaded is None:
-            loaded = open_log(log, policy=policy)
-        result = replay(loaded.events, record, policy=policy, source=expect)
+                candidates.append(("the store's policy", loaded.store_policy))
+        try:
+            policy = explicit or record_policy(record, candidates, source=expect)
+        except PolicyError as exc:
+            raise PolicyError(f"{exc.message}, as --policy FILE", source=exc.source,
+                              field=exc.field) from None
+        if log == STDIN:
+            events = read_log(log, policy)[0]
+        elif loaded is None or loaded.store_policy != policy:
+            events = open_log(log, policy=policy).events
+        else:
+            events = loaded.events
+        result = replay(events, record, policy=policy, source=expect)
         click.echo(result.to_json() if as_json else result.render(), nl=as_json)
         fields.update(
             events=result.events,

@@ -24,6 +24,7 @@ from gamma.conformance.readers import READERS
 from gamma.conformance.runner import CaseResult, Report, quote, run
 from gamma.core.canonical import compact_json
 from gamma.core.errors import InputError
+from gamma.data import corpus_dir
 from gamma.scoring.metrics import Rate
 
 
@@ -45,20 +46,18 @@ def conformance_command(
     paths: tuple[str, ...], suite: str | None, junit: str | None, as_json: bool,
     system: str | None, reader: str | None, audit: bool, timeout: float,
 ) -> None:
-    """Run conformance cases (default: fixtures/) and print per-case results and metrics.
+    """Run conformance cases (default: the corpus bundled with gamma) and print the results.
+
+    PATH is a case file or a directory of them (e.g. the output of gamma import
+    statebench); with none, the corpus that ships inside the package runs, from
+    any directory.
 
     Exit 0 when every case passes (and, with --audit, every pair is admissible), 1 when
     a case fails or errs, 2 on bad input.
     """
     if system is not None and reader is not None:
         raise click.UsageError("give --system or --reader, not both")
-    if not paths and not Path("fixtures").is_dir():
-        raise InputError(
-            "no PATH given and no fixtures/ here: run from a gamma checkout, or name the"
-            " case files or directories (e.g. the output of gamma import statebench)",
-            source="PATH",
-        )
-    paths = paths or ("fixtures/",)
+    paths = paths or (str(corpus_dir()),)
     with command("conformance", paths=list(paths), suite=suite, reader=reader,
                  system=system) as record:
         cases = load_cases(paths, suite=suite)
@@ -147,10 +146,24 @@ def _count(node: ET.Element, rows: Sequence[CaseResult]) -> None:
     node.set("tests", str(len(rows)))
     for attr, status in (("failures", "fail"), ("errors", "error"), ("skipped", "skip")):
         node.set(attr, str(sum(r.status == status for r in rows)))
+    node.set("time", _seconds(sum(r.seconds for r in rows)))
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _message(r: CaseResult) -> str:
+    """The failure's message: the first expectation that failed (they all are in the body)."""
+    first = r.problems[0] if r.problems else f"the case {r.status}ed"
+    more = f" (and {len(r.problems) - 1} more)" if len(r.problems) > 1 else ""
+    return _xml_text((first if len(first) <= 500 else first[:500] + "...") + more)
 
 
 def junit_xml(report: Report) -> str:
-    """JUnit XML: one ``testsuite`` per case suite, one ``testcase`` per case."""
+    """JUnit XML: one ``testsuite`` per case suite, one ``testcase`` per case, each with its
+    ``time``; a failure's message names the expectation that failed; what an external
+    system wrote on stderr during a case is its ``system-err`` (the last 64 KiB)."""
     root = ET.Element("testsuites", name="gamma conformance")
     grouped: dict[str, list[CaseResult]] = defaultdict(list)
     for r in report.results:
@@ -161,14 +174,18 @@ def junit_xml(report: Report) -> str:
         _count(node, rows)
         for r in rows:
             case = ET.SubElement(node, "testcase", name=_xml_text(r.id),
-                                 classname=f"gamma.conformance.{suite}", file=_xml_text(r.where))
-            detail = "\n".join(r.problems + ((f"answer: {quote(r.answer)}",) if r.scored else ()))
+                                 classname=f"gamma.conformance.{suite}",
+                                 time=_seconds(r.seconds))
+            answer = (f"answer: {quote(r.answer)}",) if r.scored else ()
+            detail = "\n".join((*r.problems, *answer, f"case: {r.where}"))
             if r.status in ("fail", "error"):
                 tag = "failure" if r.status == "fail" else "error"
-                child = ET.SubElement(case, tag, message=_xml_text(r.problems[0][:500]),
+                child = ET.SubElement(case, tag, message=_message(r),
                                       type="mismatch" if tag == "failure" else "system")
                 child.text = _xml_text(detail)
             elif r.status == "skip":
                 ET.SubElement(case, "skipped", message="nothing to check for this system")
+            if r.stderr:
+                ET.SubElement(case, "system-err").text = _xml_text(r.stderr)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,7 +1,9 @@
 """structlog set-up for the CLI: one structured line per command, on stderr.
 
 Configured only at the entry point (never by the library): JSON lines when
-stderr is not a terminal, a readable console line when it is. A command's
+stderr is not a terminal, a readable console line when it is. ``GAMMA_LOG_LEVEL``
+(debug, info, warning, error, off) sets the least level written; ``--quiet``
+writes none; ``--help`` and ``--version`` run no command and log nothing. A command's
 body adds counts and digests to its record; the entry point writes the one
 line when the command ends, with its exit status, so failures and usage
 errors are logged like successes.
@@ -10,6 +12,7 @@ errors are logged like successes.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -19,7 +22,17 @@ from typing import Any
 import click
 import structlog
 
-__all__ = ["configure", "command", "emit", "OUTCOMES"]
+__all__ = ["LEVEL_ENV", "LEVELS", "OFF", "configure", "command", "emit", "level_from_env", "OUTCOMES"]
+
+LEVEL_ENV = "GAMMA_LOG_LEVEL"
+OFF = logging.CRITICAL + 10
+LEVELS: dict[str, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "off": OFF,
+}
 
 # exit status -> (outcome, level)
 OUTCOMES: dict[int, tuple[str, str]] = {
@@ -30,8 +43,16 @@ OUTCOMES: dict[int, tuple[str, str]] = {
 }
 
 
-def configure(*, json_lines: bool | None = None) -> None:
-    """Route structlog to stderr; JSON unless stderr is a terminal."""
+def level_from_env() -> int:
+    """The level ``GAMMA_LOG_LEVEL`` asks for (info when unset); a bad value is a usage error."""
+    text = os.environ.get(LEVEL_ENV, "info").strip().lower() or "info"
+    if text not in LEVELS:
+        raise click.UsageError(f"{LEVEL_ENV}={text!r}: expected one of {', '.join(LEVELS)}")
+    return LEVELS[text]
+
+
+def configure(*, json_lines: bool | None = None, level: int = logging.INFO) -> None:
+    """Route structlog to stderr at ``level``; JSON unless stderr is a terminal."""
     if json_lines is None:
         json_lines = not sys.stderr.isatty()
     renderer: Any = (
@@ -45,7 +66,7 @@ def configure(*, json_lines: bool | None = None) -> None:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )

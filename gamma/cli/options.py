@@ -1,9 +1,16 @@
-"""Options shared by several commands, as decorators, and their parsing into gamma values."""
+"""Options shared by several commands, as decorators, and their parsing into gamma values.
+
+``-`` stands for standard input wherever a LOG, an ``--actor`` or a ``--response``
+is read; standard input is read once, so only one of them may be ``-``. ``--at now``
+is resolved here, once, at the edge (``GAMMA_NOW`` pins it for tests), and the
+commands print the time they used.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+import os
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -11,25 +18,41 @@ import click
 
 from gamma.core.canonical import parse_ts
 from gamma.core.errors import ActorError, InputError, PolicyError
-from gamma.core.events import decode_json, parse_actor
-from gamma.core.model import Actor
+from gamma.core.events import decode_json, decode_lines, parse_actor, parse_events
+from gamma.core.model import Actor, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
+from gamma.data import POLICY_NAMES, policy_by_name
+from gamma.storage.sources import events_and_policy
+from gamma.storage.store import SQLITE_HEADER
 
 __all__ = [
+    "NOW_ENV",
+    "STDIN",
+    "STDIN_SOURCE",
     "log_argument",
+    "one_stdin",
     "actor_option",
     "at_option",
     "policy_option",
     "read_actor",
     "read_at",
+    "read_log",
     "read_policy",
+    "read_stdin",
+    "read_text",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+STDIN = "-"
+STDIN_SOURCE = "<stdin>"
+NOW_ENV = "GAMMA_NOW"
+
 
 def log_argument(func: F) -> F:
-    return click.argument("log", metavar="LOG", type=click.Path(dir_okay=False))(func)
+    return click.argument(
+        "log", metavar="LOG", type=click.Path(dir_okay=False, allow_dash=True)
+    )(func)
 
 
 def actor_option(func: F) -> F:
@@ -38,13 +61,17 @@ def actor_option(func: F) -> F:
         "actor",
         required=True,
         metavar="ACTOR",
-        help='Who asks: a JSON file, or inline JSON starting with "{".',
+        help='Who asks: a JSON file, - for stdin, or inline JSON starting with "{".',
     )(func)
 
 
 def at_option(func: F) -> F:
     return click.option(
-        "--at", "at", required=True, metavar="TS", help="RFC 3339 time with offset, e.g. 2026-03-02T10:00:00Z."
+        "--at",
+        "at",
+        required=True,
+        metavar="TS",
+        help=f"RFC 3339 time with offset (2026-03-02T10:00:00Z), or now (${NOW_ENV} pins it).",
     )(func)
 
 
@@ -52,31 +79,81 @@ def policy_option(func: F) -> F:
     return click.option(
         "--policy",
         "policy_path",
-        type=click.Path(dir_okay=False),
         default=None,
-        help="Policy TOML (default: the store's policy, else the built-in default).",
+        metavar="NAME|FILE",
+        help=f"A named policy ({', '.join(POLICY_NAMES)}) or a policy TOML file"
+        " (default: the store's policy, else the built-in default).",
     )(func)
 
 
 def read_policy(path: str | None, fallback: Policy | None = None) -> Policy:
+    """``--policy``: a named policy, else a TOML file (a file wins only when it is a path)."""
     if path is None:
         return fallback or DEFAULT_POLICY
+    if path in POLICY_NAMES and not Path(path).is_file():
+        return policy_by_name(path)
     if not Path(path).is_file():
-        raise PolicyError("no such policy file", source=path)
+        raise PolicyError(
+            f"no such policy file, and not a named policy ({', '.join(POLICY_NAMES)})",
+            source=path,
+        )
     return load_policy(path)
 
 
+def one_stdin(*given: tuple[str, str | None]) -> None:
+    """Refuse, before reading anything, a command line where two inputs are ``-``."""
+    dashes = [what for what, value in given if value == STDIN]
+    if len(dashes) > 1:
+        raise click.UsageError(f"{' and '.join(dashes)} {'both' if len(dashes) == 2 else 'all'} read -:"
+            " only one may be standard input")
+
+
+def read_stdin(what: str) -> bytes:
+    """Standard input, read once: a second ``-`` in the same command is a usage error."""
+    ctx = click.get_current_context()
+    claimed = ctx.meta.setdefault("gamma.stdin", [])
+    if claimed:
+        raise click.UsageError(f"{claimed[0]} and {what} both read -: only one may be standard input")
+    claimed.append(what)
+    with click.open_file("-", "rb") as stream:
+        data: bytes = stream.read()
+    return data
+
+
+def read_text(value: str, what: str) -> tuple[str, str]:
+    """(text, source) of a file or, for ``-``, of standard input, decoded as UTF-8."""
+    source = STDIN_SOURCE if value == STDIN else value
+    try:
+        raw = read_stdin(what) if value == STDIN else Path(value).read_bytes()
+        return raw.decode("utf-8"), source
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=source) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8: {exc.reason} at byte {exc.start}", source=source) from None
+
+
+def read_log(log: str, policy: Policy | None) -> tuple[Sequence[Event], Policy]:
+    """A LOG (a JSONL file, a store, or - for JSONL on stdin) and the policy to resolve it under."""
+    if log != STDIN:
+        return events_and_policy(log, policy)
+    raw = read_stdin("LOG")
+    if raw.startswith(SQLITE_HEADER):
+        raise InputError("a store cannot be read from standard input: name its file", source=STDIN_SOURCE)
+    chosen = policy or DEFAULT_POLICY
+    lines = decode_lines(raw, source=STDIN_SOURCE)
+    return parse_events(lines, policy=chosen, source=STDIN_SOURCE), chosen
+
+
 def read_actor(text: str, policy: Policy) -> Actor:
-    """An actor from inline JSON (starting with ``{``) or from a JSON file."""
+    """An actor from inline JSON (starting with ``{``), from a JSON file, or from stdin (``-``)."""
     if text.lstrip().startswith("{"):
         source = "--actor"
         body = text
     else:
-        source = text
         try:
-            body = Path(text).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ActorError(f"cannot read actor file: {exc}", source=source) from None
+            body, source = read_text(text, "--actor")
+        except InputError as exc:
+            raise ActorError(f"cannot read actor: {exc.message}", source=exc.source) from None
     try:
         obj = decode_json(body, source=source)
     except InputError as exc:
@@ -85,8 +162,14 @@ def read_actor(text: str, policy: Policy) -> Actor:
 
 
 def read_at(text: str) -> datetime:
+    """``--at``: an RFC 3339 time, or ``now`` (``GAMMA_NOW`` when set, else the clock, in UTC)."""
+    source = "--at"
+    if text == "now":
+        pinned = os.environ.get(NOW_ENV)
+        if pinned is None:
+            return datetime.now(UTC)
+        text, source = pinned, NOW_ENV
     try:
         return parse_ts(text)
     except ValueError as exc:
-        raise InputError(str(exc), source="--at") from None
-
+        raise InputError(str(exc), source=source) from None

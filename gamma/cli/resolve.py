@@ -9,13 +9,15 @@ from gamma.cli.options import (
     actor_option,
     at_option,
     log_argument,
+    one_stdin,
     policy_option,
     read_actor,
     read_at,
+    read_log,
     read_policy,
 )
+from gamma.core.canonical import format_ts
 from gamma.core.resolver import resolve
-from gamma.storage.sources import events_and_policy
 
 
 @click.command("resolve")
@@ -43,8 +45,9 @@ def resolve_command(
 ) -> None:
     """Resolve LOG for an actor at a time: what may the actor rely on, and why not the rest."""
     with command("resolve", log=log, format=fmt) as record:
+        one_stdin(("LOG", log), ("--actor", actor))
         at_ts = read_at(at)
-        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
+        events, policy = read_log(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)
         resolution = resolve(events, who, at_ts, policy)
         if audit_path is not None:
@@ -56,6 +59,7 @@ def resolve_command(
             events=len(events),
             admitted=len(resolution.admitted),
             excluded=len(resolution.excluded),
+            at=format_ts(at_ts),
             digest=resolution.digest,
             head=resolution.log,
         )

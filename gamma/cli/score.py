@@ -13,18 +13,20 @@ from gamma.cli.options import (
     actor_option,
     at_option,
     log_argument,
+    one_stdin,
     policy_option,
     read_actor,
     read_at,
+    read_log,
     read_policy,
+    read_text,
 )
-from gamma.core.canonical import compact_json
+from gamma.core.canonical import compact_json, format_ts
 from gamma.core.errors import InputError
 from gamma.core.events import decode_json
 from gamma.core.resolver import resolve
 from gamma.scoring.findings import LogFacts, check_response, parse_stated
 from gamma.scoring.metrics import Rate, score
-from gamma.storage.sources import events_and_policy
 
 
 @click.command("validate")
@@ -33,7 +35,8 @@ from gamma.storage.sources import events_and_policy
 @at_option
 @policy_option
 @click.option("--question", required=True, help="The question the response answers.")
-@click.option("--response", "response", required=True, help="The response text, or @FILE to read it.")
+@click.option("--response", "response", required=True,
+              help="The response text, @FILE to read it, or - for stdin.")
 @click.option("--context", default=None, help="The context the system was shown (text, or @FILE).")
 @click.option("--verdict", type=click.Choice(["KEEP", "ADAPT", "REJECT"], case_sensitive=False),
               default=None, help="The stated verdict (wins over a VERDICT: line in the response).")
@@ -44,11 +47,17 @@ def validate_command(
     log: str, actor: str, at: str, policy_path: str | None, question: str, response: str,
     context: str | None, verdict: str | None, bindings: str | None, experience: str | None,
 ) -> None:
-    """Check one response against Γ before acting on it: exit 0 ok, 1 violations."""
+    """Check one response against Γ before acting on it.
+
+    Exit 0 when the response is ok, 1 when it has violations (printed as JSON),
+    2 on bad input (a malformed log, actor, time, policy or bindings).
+    """
     with command("validate", log=log) as record:
-        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
+        one_stdin(("LOG", log), ("--actor", actor), ("--response", response))
+        events, policy = read_log(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)
-        resolution = resolve(events, who, read_at(at), policy)
+        at_ts = read_at(at)
+        resolution = resolve(events, who, at_ts, policy)
         stated = parse_stated(
             _text(response, "--response"), verdict=verdict, bindings=_bindings(bindings)
         )
@@ -58,12 +67,14 @@ def validate_command(
             experience=experience,
         )
         click.echo(compact_json({"ok": not found, "violations": [v.to_dict() for v in found]}))
-        record.update(violations=len(found), digest=resolution.digest)
+        record.update(violations=len(found), digest=resolution.digest, at=format_ts(at_ts))
     if found:
         exit_with(1)
 
 
 def _text(value: str, option: str) -> str:
+    if value == "-":
+        return read_text(value, option)[0]
     if value.startswith("@"):
         try:
             with open(value[1:], encoding="utf-8") as handle:
@@ -83,18 +94,35 @@ def _bindings(text: str | None) -> dict[str, str] | None:
 
 
 @click.command("score")
-@click.argument("responses", type=click.Path(dir_okay=False))
-@click.option("--log", "log", required=True, type=click.Path(dir_okay=False), help="The log the responses answer about.")
+@click.argument("responses", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--log", "log", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The log the responses answer about (- for stdin).")
 @policy_option
 @click.option("--json", "as_json", is_flag=True, help="Print the score as JSON.")
 def score_command(responses: str, log: str, policy_path: str | None, as_json: bool) -> None:
     """Score RESPONSES.jsonl with judge-free metrics: GBR, URR, pairs, factorial, pool."""
     with command("score", responses=responses, log=log) as record:
-        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
-        result = score(responses, events, policy=policy)
+        one_stdin(("--log", log), ("RESPONSES", responses))
+        events, policy = read_log(log, read_policy(policy_path) if policy_path else None)
+        result = score(_responses(responses), events, policy=policy)
         data = result.to_dict()
         click.echo(compact_json(data) if as_json else render_score(data), nl=True)
         record.update(responses=data["responses"], findings=len(data["findings"]))
+
+
+def _responses(path: str) -> str | list[dict[str, Any]]:
+    """RESPONSES: a JSONL path for the scorer to read, or the objects read from stdin (-)."""
+    if path != "-":
+        return path
+    text, source = read_text(path, "RESPONSES")
+    found = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            obj = decode_json(line, source=source, line=number)
+            if not isinstance(obj, dict):
+                raise InputError("expected a JSON object", source=source, line=number)
+            found.append(obj)
+    return found
 
 
 def _rate(obj: dict[str, Any]) -> str:

@@ -17,13 +17,13 @@ import click
 
 from gamma.cli import exit_with
 from gamma.cli.logs import command
-from gamma.cli.options import read_policy
+from gamma.cli.options import STDIN, STDIN_SOURCE, read_log, read_policy, read_stdin
 from gamma.core.canonical import canonical_json, parse_ts
 from gamma.core.errors import InputError
-from gamma.core.events import decode_lines
+from gamma.core.events import canonical_event, decode_lines
 from gamma.storage.sources import verify_path
-from gamma.storage.store import Store, check_key
-from gamma.storage.verify import check_head
+from gamma.storage.store import Store, check_key, is_store
+from gamma.storage.verify import check_head, verify_bytes
 
 __all__ = [
     "append_command",
@@ -97,9 +97,10 @@ def _write_lines(lines: Iterable[str]) -> int:
 @click.option(
     "--policy",
     "policy_path",
-    type=click.Path(dir_okay=False),
     default=None,
-    help="Policy TOML the store records and validates appends with (default: the built-in default).",
+    metavar="NAME|FILE",
+    help="The policy the store records and validates appends with: a named policy or a TOML"
+    " file (default: the built-in default).",
 )
 @key_option
 def init_command(store: str, policy_path: str | None, key_file: str | None) -> None:
@@ -156,26 +157,37 @@ def export_command(store: str) -> None:
 
 
 @click.command("log")
-@store_argument
+@click.argument("log", metavar="STORE|LOG", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--tenant", default=None, help="Only this tenant's events.")
 @click.option("--since", default=None, metavar="TS", help="Only events with ts >= TS.")
 @click.option("--until", default=None, metavar="TS", help="Only events with ts <= TS.")
-def log_command(store: str, tenant: str | None, since: str | None, until: str | None) -> None:
-    """Print a slice of a store as canonical JSONL.
+def log_command(log: str, tenant: str | None, since: str | None, until: str | None) -> None:
+    """Print a slice of a store or a JSONL log (- for stdin) as canonical JSONL.
 
     Filter by tenant and by ts (--since and --until are both inclusive).
     """
-    with command("log", store=store, tenant=tenant, since=since, until=until) as record:
+    with command("log", log=log, tenant=tenant, since=since, until=until) as record:
         since_ts, until_ts = _read_ts(since, "--since"), _read_ts(until, "--until")
         if since_ts is not None and until_ts is not None and since_ts > until_ts:
             raise InputError("--since is after --until: the range is empty", source="--since")
-        with Store.open(store) as opened:
-            lines = opened.slice(tenant=tenant, since=since_ts, until=until_ts)
-            record.update(events=_write_lines(lines))
+        if log != STDIN and is_store(log):
+            with Store.open(log) as opened:
+                lines = opened.slice(tenant=tenant, since=since_ts, until=until_ts)
+                record.update(events=_write_lines(lines))
+            return
+        events, _ = read_log(log, None)
+        chosen = (
+            canonical_event(e)
+            for e in events
+            if (tenant is None or e.tenant == tenant)
+            and (since_ts is None or e.ts >= since_ts)
+            and (until_ts is None or e.ts <= until_ts)
+        )
+        record.update(events=_write_lines(chosen))
 
 
 @click.command("verify")
-@click.argument("log", metavar="STORE|LOG", type=click.Path(dir_okay=False))
+@click.argument("log", metavar="STORE|LOG", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--expect-head", default=None, metavar="H", help="The head must equal H.")
 @click.option(
     "--expect-prefix",
@@ -192,27 +204,33 @@ def verify_command(
     key_file: str | None,
     as_json: bool,
 ) -> None:
-    """Check the hash chain of a store or a JSONL log.
+    """Check the hash chain of a store or a JSONL log (- for JSONL on stdin).
 
-    Exits 0 and prints the head when intact, 1 when tampered (naming the first
-    bad position and event), 2 when unreadable. Without a key, a rewrite that
-    recomputed the chain is caught only by --expect-head / --expect-prefix.
+    Prints the head and exits 0 when intact. Otherwise says what it found, on
+    stderr: grown (1; --expect-prefix accepts it), wrong key (1), tampered at
+    position N (edited, deleted, inserted or reordered) (1), truncated or
+    rewritten (1), not keyed (2: a key was given to a store without a keyed
+    chain). Exits 2 when unreadable. Without a key, a rewrite that recomputed
+    the chain is caught only by --expect-head / --expect-prefix.
     """
     with command("verify", log=log) as record:
-        report = verify_path(
-            log,
-            key=read_key(key_file),
-            expect_head=check_head(expect_head, field="expect_head"),
-            expect_prefix=check_head(expect_prefix, field="expect_prefix"),
-        )
-        record.update(ok=report.ok, events=report.events, head=report.head, kind=report.kind)
+        key = read_key(key_file)
+        head = check_head(expect_head, field="expect_head")
+        prefix = check_head(expect_prefix, field="expect_prefix")
+        if log == STDIN:
+            report = verify_bytes(read_stdin("LOG"), source=STDIN_SOURCE, key=key,
+                                  expect_head=head, expect_prefix=prefix)
+        else:
+            report = verify_path(log, key=key, expect_head=head, expect_prefix=prefix)
+        record.update(ok=report.ok, events=report.events, head=report.head, kind=report.kind,
+                      verdict=report.verdict)
         if as_json:
             click.echo(canonical_json(report.to_dict()))
         elif report.ok:
             click.echo(report.head)
         else:
-            click.echo(f"tampered: {report.detail}", err=True)
+            click.echo(f"{report.verdict}: {report.detail}", err=True)
         if report.note and not as_json:
             click.echo(f"note: {report.note}", err=True)
     if not report.ok:
-        exit_with(1)
+        exit_with(report.status)

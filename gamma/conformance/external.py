@@ -34,7 +34,7 @@ __all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", 
 
 #: The longest reply line read (bytes); a longer one is garbage, not a memory exhaustion.
 MAX_LINE = 16 * 1024 * 1024
-_STDERR_TAIL = 2000
+_STDERR_TAIL = 64 * 1024  # the last 64 KiB of a system's stderr are kept
 _GRACE = 2.0  # seconds a system gets to exit after its stdin closes
 _FIELDS = ("id", "admitted", "needs_recheck", "excluded", "experiences", "ignored", "response", "context",
            "verdict", "bindings", "error")
@@ -150,6 +150,29 @@ def _short(text: str, limit: int = 120) -> str:
     return clean if len(clean) <= limit else clean[:limit] + "..."
 
 
+class StderrTail:
+    """What a system wrote on stderr over all its restarts: the last 64 KiB, and a count of
+    every byte, so the part written while one case ran can be cut out (``since``)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self.written = 0
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self._buffer += chunk
+            del self._buffer[:-_STDERR_TAIL]
+            self.written += len(chunk)
+
+    def since(self, mark: int) -> str:
+        """The text written after ``mark`` (a past ``written``), at most the last 64 KiB."""
+        with self._lock:
+            count = min(self.written - mark, len(self._buffer))
+            data = bytes(self._buffer[len(self._buffer) - count:]) if count > 0 else b""
+        return data.decode("utf-8", "replace")
+
+
 class _Process:
     """One running instance of the system, with threads that keep its pipes moving.
 
@@ -157,7 +180,14 @@ class _Process:
     reader thread queues stdout lines, a third keeps the tail of stderr for messages.
     """
 
-    def __init__(self, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str] | None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+        sink: StderrTail | None = None,
+    ) -> None:
         self.proc = subprocess.Popen(  # the user names the command to test
             list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=cwd, env=dict(env) if env is not None else None, start_new_session=True,
@@ -166,6 +196,7 @@ class _Process:
         self.outbox: queue.Queue[bytes | None] = queue.Queue()
         self._stderr = bytearray()
         self._lock = threading.Lock()
+        self._sink = sink
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self._threads = [
             threading.Thread(target=self._write, args=(self.proc.stdin,), daemon=True),
@@ -204,6 +235,8 @@ class _Process:
                 with self._lock:
                     self._stderr += chunk
                     del self._stderr[:-_STDERR_TAIL]
+                if self._sink is not None:
+                    self._sink.add(chunk)
         except (OSError, ValueError):
             pass
 
@@ -274,11 +307,12 @@ class ExternalSystem:
         self._cwd, self._env = cwd, env
         self._process: _Process | None = None
         self.starts = 0
+        self.stderr = StderrTail()
         self._start()
 
     def _start(self) -> _Process:
         try:
-            self._process = _Process(self.argv, cwd=self._cwd, env=self._env)
+            self._process = _Process(self.argv, cwd=self._cwd, env=self._env, sink=self.stderr)
         except OSError as exc:
             raise InputError(f"cannot start {self.command!r}: {exc.strerror or exc}",
                              field="system") from None

@@ -37,6 +37,7 @@ from gamma.core.errors import (
 from gamma.core.events import event_from_json, load_events, parse_actor, validate_log
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
+from gamma.data import POLICY_NAMES, policy_by_name
 from gamma.scoring.grading import Pool
 
 __all__ = ["parse_case"]
@@ -186,7 +187,8 @@ def _policy(name: str, path: Path | None, ctx: _Context) -> Policy:
     """A policy path (relative to the case file) or a bare name found in a ``policies/`` dir.
 
     A bare name (``strict``) is looked up as ``policies/NAME.toml`` in the case file's
-    directory and each parent directory, nearest first.
+    directory and each parent directory, nearest first, then among the named policies
+    that ship with gamma.
     """
     base = path.parent if path is not None else Path.cwd()
     if name.endswith(".toml") or "/" in name:
@@ -198,7 +200,13 @@ def _policy(name: str, path: Path | None, ctx: _Context) -> Policy:
         candidate = folder / "policies" / f"{name}.toml"
         if candidate.is_file():
             return load_policy(candidate)
-    raise ctx.fail(ValueTypeError, f"no policy named {name!r} in a policies/ directory", "policy")
+    if name in POLICY_NAMES:  # the named policies that ship with gamma
+        return policy_by_name(name)
+    raise ctx.fail(
+        ValueTypeError,
+        f"no policy named {name!r} in a policies/ directory, nor among {', '.join(POLICY_NAMES)}",
+        "policy",
+    )
 
 
 def _events(

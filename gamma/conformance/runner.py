@@ -12,6 +12,7 @@ exactly when a case passes.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, cast
@@ -85,6 +86,10 @@ class CaseResult:
     cell: str | None = None
     mode: str | None = None
     in_signature: bool | None = None
+    #: how long the case took, and what an external system wrote on stderr meanwhile (the
+    #: last 64 KiB): for the JUnit report only, never in ``to_json`` (which is deterministic)
+    seconds: float = attrs.field(default=0.0, eq=False)
+    stderr: str = attrs.field(default="", eq=False)
 
     @property
     def scored(self) -> bool:
@@ -92,6 +97,7 @@ class CaseResult:
 
     def to_dict(self) -> dict[str, Any]:
         body = attrs.asdict(self, recurse=False)
+        del body["seconds"], body["stderr"]
         body["problems"] = list(self.problems)
         body["leak_codes"] = list(self.leak_codes)
         body["findings"] = [v.to_dict() for v in self.findings]
@@ -367,17 +373,29 @@ def run(
     if system is not None:
         with ExternalSystem(system, timeout=timeout, cwd=cwd) as process:
             for case in cases:
-                results.append(judge(case, external_said(case, process), kind="external"))
+                mark, started = process.stderr.written, time.perf_counter()
+                result = judge(case, external_said(case, process), kind="external")
+                results.append(attrs.evolve(result, seconds=time.perf_counter() - started,
+                                            stderr=process.stderr.since(mark)))
         kind, name = "external", process.command
     elif reader is not None:
         ask = reader_said(reader)
-        results = [judge(c, ask(c), kind="reader", reader=reader) for c in cases]
+        results = [_timed(case, lambda c: judge(c, ask(c), kind="reader", reader=reader))
+                   for case in cases]
         kind, name = "reader", reader
     else:
-        results = [judge(c, reference_said(c), kind="reference") for c in cases]
+        results = [_timed(case, lambda c: judge(c, reference_said(c), kind="reference"))
+                   for case in cases]
         kind, name = "reference", "Γ (gamma.resolve)"
     return Report(kind=kind, name=name, results=tuple(results), metrics=metrics(results),
                   audit=audit_pairs(cases) if audit else None)
+
+
+def _timed(case: Case, work: Callable[[Case], CaseResult]) -> CaseResult:
+    """``work(case)`` with the seconds it took (for the JUnit report's ``time``)."""
+    started = time.perf_counter()
+    result = work(case)
+    return attrs.evolve(result, seconds=time.perf_counter() - started)
 
 
 # -- metrics ---------------------------------------------------------------------------------

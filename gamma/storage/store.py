@@ -354,6 +354,9 @@ class Store:
         if key is None and self.keyed:
             note = "the store says it is keyed; only a key you bring checks the keyed chain"
             report = attrs.evolve(report, note=note)
+        elif key is not None:  # lets the report tell a wrong key from a rewrite
+            matches = hmac.compare_digest(_key_check(key), self._meta.get("key_check", ""))
+            report = attrs.evolve(report, store_keyed=self.keyed, key_matches=matches)
         return report
 
     # -- appending -----------------------------------------------------------------------

@@ -37,9 +37,11 @@ __all__ = [
     "VerifyReport",
     "check_head",
     "check_rows",
+    "verify_bytes",
     "verify_file",
 ]
 
+_TAMPERED = frozenset({"edited", "deleted", "inserted", "reordered"})
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _Problem = tuple[str, int | None, str | None, str]  # kind, position, event id, detail
 
@@ -63,12 +65,45 @@ class VerifyReport:
     event: str | None = None
     detail: str | None = None
     note: str | None = None
+    #: for a store verified with a key: whether the store says it is keyed, and whether the
+    #: key is the one it was initialised with (None: not known, e.g. a JSONL file)
+    store_keyed: bool | None = None
+    key_matches: bool | None = None
+
+    @property
+    def verdict(self) -> str:
+        """What was found, in plain words (SPEC §9.6): ``intact``, ``grown``, ``not keyed``,
+        ``wrong key``, ``truncated or rewritten`` or ``tampered at position N (KIND)``."""
+        if self.ok:
+            return "intact"
+        if self.kind == "not_keyed" and (self.store_keyed is False or (
+            self.store_keyed is None and self.position == 1
+        )):
+            return "not keyed"
+        if self.kind == "keyed_mismatch" and (self.key_matches is False or (
+            self.key_matches is None and self.position == 1
+        )):
+            return "wrong key"
+        if self.kind in ("not_keyed", "keyed_mismatch"):
+            # the plain chain holds but the keyed one breaks later: rewritten without the key
+            return f"tampered at position {self.position} (edited)"
+        if self.kind in _TAMPERED:
+            return f"tampered at position {self.position} ({self.kind})"
+        return (self.kind or "tampered").replace("_", " ")
+
+    @property
+    def status(self) -> int:
+        """The exit status of ``gamma verify`` (SPEC §9.6): 0 intact, 2 not keyed (the key
+        cannot be checked), 1 for everything else found."""
+        if self.ok:
+            return 0
+        return 2 if self.verdict == "not keyed" else 1
 
     @property
     def message(self) -> str:
         if self.ok:
             return f"{self.source}: intact, {self.events} events, head {self.head}"
-        return f"{self.source}: tampered ({self.kind}): {self.detail}"
+        return f"{self.source}: {self.verdict}: {self.detail}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +115,7 @@ class VerifyReport:
             "keyed_head": self.keyed_head,
             "kind": self.kind,
             "note": self.note,
+            "verdict": self.verdict,
             "ok": self.ok,
             "position": self.position,
             "source": self.source,
@@ -266,7 +302,8 @@ def _keyed_problem(row: ChainRow, keyed_hex: str) -> _Problem | None:
             row.id,
             (
                 f"a key was given but position {row.position} (event {row.id}) has no keyed head:"
-                " the store was not keyed, or its keyed chain was removed"
+                " the store keeps no keyed chain (verify it without a key), or its keyed"
+                " chain was removed"
             ),
         )
     if row.keyed_head != keyed_hex:
@@ -276,7 +313,7 @@ def _keyed_problem(row: ChainRow, keyed_hex: str) -> _Problem | None:
             row.id,
             (
                 f"position {row.position} (event {row.id}): the keyed chain does not match:"
-                " rewritten by someone without the key (or the key is not this store's)"
+                " the key is not this store's, or the log was rewritten without the key"
             ),
         )
     return None
@@ -421,6 +458,20 @@ def verify_file(
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read log: {exc.strerror}", source=source) from None
+    return verify_bytes(
+        raw, source=source, key=key, expect_head=expect_head, expect_prefix=expect_prefix
+    )
+
+
+def verify_bytes(
+    raw: bytes,
+    *,
+    source: str,
+    key: bytes | None = None,
+    expect_head: str | None = None,
+    expect_prefix: str | None = None,
+) -> VerifyReport:
+    """:func:`verify_file` over a JSONL log's bytes (e.g. read from standard input)."""
     lines = decode_lines(raw, source=source)
     computed = GENESIS
     keyed = GENESIS

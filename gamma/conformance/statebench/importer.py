@@ -3,9 +3,10 @@
 StateBench (the ``statebench`` package, MIT) publishes timelines as JSON
 Lines: an initial state (persistent facts, working set, environment with
 ``now``), then events (``conversation_turn``, ``state_write``,
-``supersession``, ``query`` with ``ground_truth``).  This module turns one
-timeline into one gamma case (DESIGN section 9) plus a record of what only
-prose carried, so nothing is silently dropped.
+``supersession``, ``query`` with ``ground_truth``).  This module turns each
+query of a timeline into one gamma case (DESIGN section 9), asked at the
+query's time over the events before it, plus a record of what only prose
+carried, so nothing is silently dropped.
 
 The conversion is pure: :func:`convert_timeline` takes the parsed JSON object
 and returns ``(case, unmapped)``.  The only I/O is :func:`import_file` at the
@@ -82,6 +83,7 @@ __all__ = [
     "StatebenchError",
     "ImportReport",
     "convert_timeline",
+    "convert_timeline_cases",
     "parse_timelines",
     "import_file",
     "AUTHORITY_LADDER",
@@ -120,8 +122,32 @@ class ImportReport:
 # --------------------------------------------------------------------------- #
 
 
-def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Convert one parsed StateBench timeline into ``(case, unmapped record)``.
+def convert_timeline_cases(obj: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every query of one timeline as its own ``(case, unmapped record)``, in order.
+
+    Each case is asked at its query's time over the events up to that query. A
+    timeline with one query (or none) keeps its id; with several, the n-th query's
+    case is ``<timeline id>.q<n>`` (n from 1), and a pair keeps the same suffix.
+    """
+    count = _query_count(obj)
+    if count <= 1:
+        return [convert_timeline(obj)]
+    return [convert_timeline(obj, which=n, suffix=f".q{n + 1}") for n in range(count)]
+
+
+def _query_count(obj: dict[str, Any]) -> int:
+    events = obj.get("events")
+    if not isinstance(events, list):
+        return 0
+    return sum(isinstance(e, dict) and e.get("type") == "query" for e in events)
+
+
+def convert_timeline(
+    obj: dict[str, Any], *, which: int | None = None, suffix: str = ""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Convert one parsed StateBench timeline into ``(case, unmapped record)`` for one of its
+    queries: the ``which``-th (from 0; default the last), its case id the timeline id
+    followed by ``suffix``.
 
     Raises :class:`StatebenchError` (``line`` None) naming the field at fault.
     """
@@ -153,14 +179,16 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         kinds.append(kind)
         stamps.append(_ts(_req(event, "ts", f"events[{i}]"), f"events[{i}].ts"))
     queries = [i for i, kind in enumerate(kinds) if kind == "query"]
-    chosen = queries[-1] if queries else None
+    chosen = (queries[-1] if which is None else queries[which]) if queries else None
 
     build = _Build(tenant=tenant)
     build.duplicated = _duplicated_ids(initial, raw_events, kinds, chosen)
     _emit_initial_state(build, initial, environment, now, min(stamps) if stamps else None)
-    turns = _emit_events(build, raw_events, kinds, stamps, chosen)
+    turns = _emit_events(build, raw_events, kinds, stamps, chosen,
+                         last=queries[-1] if queries else None)
 
-    case: dict[str, Any] = {"id": timeline_id, "suite": "imported"}
+    case_id = timeline_id + suffix
+    case: dict[str, Any] = {"id": case_id, "suite": "imported"}
     times = [t for t in (now, build.last_ts) if t is not None]
     query: dict[str, Any] | None = None
     if chosen is not None:
@@ -214,10 +242,10 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     if pool and pool.get("gold"):  # without a gold answer there is nothing to grade
         case["pool"] = pool
     if track.startswith("cf_"):
-        _pair_fields(build, case, track[3:], timeline_id)
+        _pair_fields(build, case, track[3:], timeline_id, suffix)
 
     record = {
-        "case": timeline_id,
+        "case": case_id,
         "items": build.items,
         "query": f"events[{chosen}]" if chosen is not None else None,
         "timeline": timeline_id,
@@ -226,7 +254,9 @@ def convert_timeline(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return case, record
 
 
-def _pair_fields(build: _Build, case: dict[str, Any], axis: str, timeline_id: str) -> None:
+def _pair_fields(
+    build: _Build, case: dict[str, Any], axis: str, timeline_id: str, suffix: str = ""
+) -> None:
     """A cf_* track names the axis; the generator's ids name the side and, by counter, the pair.
 
     StateBench builds each pair's positive side first, so ``X-POS-n`` pairs
@@ -241,7 +271,7 @@ def _pair_fields(build: _Build, case: dict[str, Any], axis: str, timeline_id: st
         first = number if match.group("side") == "POS" else number - 1
         if first >= 1:
             case["side"] = "positive" if match.group("side") == "POS" else "counterfactual"
-            case["pair"] = f"{match.group('prefix')}-{first:0{len(match.group('n'))}d}"
+            case["pair"] = f"{match.group('prefix')}-{first:0{len(match.group('n'))}d}{suffix}"
     if "pair" not in case:
         build.note("pair", "id", timeline_id)
 
@@ -322,28 +352,31 @@ def _import_file(path: str | Path, out_dir: str | Path) -> ImportReport:
     records: list[bytes] = []
     kinds: Counter[str] = Counter()
     seen: dict[str, int] = {}
+    timelines = 0
     for number, obj in parse_timelines(text.split("\n")):
         try:
-            case, record = convert_timeline(obj)
+            converted = convert_timeline_cases(obj)
         except StatebenchError as exc:
             raise StatebenchError(exc.message, line=number, field=exc.field) from None
-        if case["id"] in seen:
-            raise StatebenchError(
-                f"timeline id {case['id']!r} already used on line {seen[case['id']]}",
-                line=number,
-                field="id",
-            )
-        seen[case["id"]] = number
-        outputs.append((f"{case['id']}.json", _dump_case(case)))
-        records.append(_dump_line(record))
-        kinds.update(item["kind"] for item in record["items"])
+        timelines += 1
+        for case, record in converted:
+            if case["id"] in seen:
+                raise StatebenchError(
+                    f"case id {case['id']!r} already used on line {seen[case['id']]}",
+                    line=number,
+                    field="id",
+                )
+            seen[case["id"]] = number
+            outputs.append((f"{case['id']}.json", _dump_case(case)))
+            records.append(_dump_line(record))
+            kinds.update(item["kind"] for item in record["items"])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, data in outputs:
         (out / name).write_bytes(data)
     (out / "unmapped.jsonl").write_bytes(b"".join(records))
     return ImportReport(
-        timelines=len(records),
+        timelines=timelines,
         cases=len(outputs),
         unmapped=sum(kinds.values()),
         unmapped_by_kind=tuple(sorted(kinds.items())),

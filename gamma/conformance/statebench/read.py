@@ -376,8 +376,13 @@ def _emit_events(
     kinds: list[str],
     stamps: list[datetime],
     chosen: int | None,
+    *,
+    last: int | None = None,
 ) -> list[str]:
-    """Asserts for the writes before the chosen query; returns the turns' texts before it."""
+    """Asserts for the writes before the chosen query; returns the turns' texts before it.
+
+    Other queries are their own cases (not unmapped); a write after the ``last`` query is
+    in no case, and is noted."""
     end = chosen if chosen is not None else len(raw_events)
     turns: list[str] = []
     for i, raw in enumerate(raw_events):
@@ -394,12 +399,11 @@ def _emit_events(
                            str(marker.get("supersedes_fact_id")))
             continue
         if kind == "query":
-            if i != chosen:
-                build.note("other_query", path, _opt_text(raw, "prompt", path))
             continue
         writes = _list(_req(raw, "writes", path), _join(path, "writes"))
         if i > end:
-            build.note("write_after_query", path)
+            if last is None or i > last:
+                build.note("write_after_query", path)
             continue
         for j, raw_write in enumerate(writes):
             wpath = f"{path}.writes[{j}]"
