@@ -36,6 +36,9 @@ from gamma.core.resolution import Resolution
 __all__ = ["resolve", "scope_contains", "specificity"]
 
 _HIDDEN = frozenset({"access_denied", "dependency_restricted"})
+#: The codes that make a fact an origin of dependency_invalidated / dependency_restricted.
+_OWN_VALIDITY = VALIDITY_CODES - {"dependency_invalidated"}
+_OWN_VISIBILITY = frozenset({"access_denied", "out_of_scope"})
 _INSUFFICIENT = "insufficient_authority"
 
 
@@ -194,26 +197,36 @@ class _Fold:
 
     # -- visibility --------------------------------------------------------------------
 
-    def access_events(self, fact: _Fact) -> tuple[bool, list[str]]:
-        """Whether a grant gives the actor sight of ``fact`` at t, and the grant/revoke events."""
+    def access_events(self, fact: _Fact) -> tuple[bool, str | None]:
+        """Whether a grant gives the actor sight of ``fact`` at t, and the event now deciding it.
+
+        Per grantee, the grants and revokes reaching ``fact`` (by fact, or by its key at
+        or above its authority) form one stream in log order: any revoke ends, any grant
+        starts. A key grant never reaches a fact restricted to named ``actors``. The event
+        named is the latest one, over the actor's grantees, that changed access.
+        """
         granted = False
-        events: list[str] = []
+        latest: tuple[int, str] | None = None
+        restricted = bool(fact.event.visibility and fact.event.visibility.actors)
         for grantee in self.grantees:
-            for access, floor in (
-                (self.fact_access.get((fact.id, grantee)), None),
-                (self.key_access.get((fact.event.key, grantee)), fact.rank),
+            by_fact = self.fact_access.get((fact.id, grantee))
+            by_key = self.key_access.get((fact.event.key, grantee))
+            if by_fact is None and by_key is None:
+                continue
+            key_changes = [
+                c for c in (by_key.changes if by_key else ())
+                if c[3] >= fact.rank and not (c[1] and restricted)
+            ]
+            active = False
+            for pos, is_grant, event_id, _ in heapq.merge(
+                by_fact.changes if by_fact else (), key_changes
             ):
-                if access is None:
-                    continue
-                active = False
-                for _, is_grant, event_id, rank in access.changes:
-                    if floor is not None and rank < floor:
-                        continue
-                    if is_grant != active:  # a grant of what is granted, or a revoke
-                        events.append(event_id)  # of what is not, has no effect
-                    active = is_grant
-                granted = granted or active
-        return granted, events
+                if is_grant != active:  # a grant of what is granted, or a revoke
+                    active = is_grant  # of what is not, has no effect
+                    if latest is None or pos > latest[0]:
+                        latest = (pos, event_id)
+            granted = granted or active
+        return granted, None if latest is None else latest[1]
 
 
 _HANDLERS = {
@@ -288,9 +301,10 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
     _precedence(fold, codes)
     clearance = policy.clearance_rank(actor.clearance)
     for fact in fold.order:
-        granted, access_events = fold.access_events(fact)
+        granted, access_event = fold.access_events(fact)
         if not _may_see(fact, actor, granted, clearance, policy):
-            events = tuple(sorted({fact.event.id, *access_events}))
+            named = {fact.event.id} if access_event is None else {fact.event.id, access_event}
+            events = tuple(sorted(named))
             codes[fact.id]["access_denied"] = Reason("access_denied", events)
     recheck = _propagate(fold, codes, policy)
     admitted: list[Admitted] = []
@@ -319,6 +333,7 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         excluded.append(Excluded(fact=other.fact, key=None, reasons=(reason,)))
     _ignore_key_access(fold)
     admitted_ids = {a.fact for a in admitted}
+    replacements: dict[str, str | None] = {}
     return Resolution(
         actor=actor,
         at=at,
@@ -328,7 +343,8 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         excluded=tuple(sorted(excluded, key=lambda x: x.fact)),
         experiences=tuple(
             sorted(
-                (verdict_of(x, codes, admitted_ids, recheck) for x in fold.experiences),
+                (verdict_of(x, codes, admitted_ids, recheck, memo=replacements)
+                 for x in fold.experiences),
                 key=lambda v: v.experience,
             )
         ),
@@ -400,76 +416,66 @@ def _propagate(
 ) -> dict[str, set[str]]:
     """Phase 4: dependency codes, in log order so every dependency is final before its dependents.
 
-    A fact's *origins* in a group are the facts that excluded themselves with
-    a code of that group (not merely by inheritance) somewhere below it. A
-    dependency reason names the excluded direct dependencies plus their
-    origins, and the events that excluded the origins; naming origins instead
-    of whole chains keeps a 1,000-link chain linear. Returns the facts
-    admitted with needs_recheck (flag mode), each with its stale inputs.
+    Per group (validity, visibility), a fact's *origin* is itself when it carries a
+    code of the group that is its own (not inherited), else the smallest origin of
+    its dependencies in the group. A dependency reason names the direct dependencies
+    having an origin, their origins, and the events of the origins' own reasons, so
+    its size is bounded by the fact's own ``depends_on`` (a running balance of 8,000
+    links names one link each). Origins are tracked whatever the fact's own codes, so
+    a validity code reaches every dependent through a hidden fact, also in ``flag``
+    mode. Returns the facts admitted with needs_recheck, each with its stale origins.
     """
     flag = policy.dependency_mode == "flag"
-    origins: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
+    origin: dict[tuple[str, str], str] = {}
     recheck: dict[str, set[str]] = {}
     depended = {dep for fact in fold.order for dep in fact.event.depends_on or ()}
+    groups = (("validity", _OWN_VALIDITY), ("visibility", _OWN_VISIBILITY))
     for fact in fold.order:
         own = codes[fact.id]
         if not fact.event.depends_on and (not own or fact.id not in depended):
             continue  # nothing to inherit, and nothing to pass on
-        found: dict[str, tuple[set[str], set[str], set[str]]] = {}
-        stale_inputs: set[str] = set()
-        for group in ("validity", "visibility"):
-            direct: set[str] = set()
-            inherited: set[str] = set()
-            events: set[str] = set()
-            for dep_id in fact.event.depends_on or ():
-                dep_origin = origins.get((dep_id, group))
-                if dep_origin is not None:
-                    direct.add(dep_id)
-                    inherited.update(dep_origin[0])
-                    events.update(dep_origin[1])
-                if group == "validity" and dep_id in recheck:
-                    stale_inputs.update(recheck[dep_id])
-            found[group] = (direct, inherited, events)
-        direct, inherited, events = found["validity"]
-        if direct:
-            if flag:
-                stale_inputs.update(direct | inherited)
-            else:
-                own["dependency_invalidated"] = Reason(
-                    "dependency_invalidated", tuple(sorted(events)), tuple(sorted(direct | inherited))
-                )
-        direct, inherited, events = found["visibility"]
-        if direct:
-            own["dependency_restricted"] = Reason(
-                "dependency_restricted", tuple(sorted(events)), tuple(sorted(direct | inherited))
-            )
-        if stale_inputs and not own:
-            recheck[fact.id] = stale_inputs
+        direct: dict[str, dict[str, str]] = {}
+        for group, _ in groups:
+            direct[group] = {
+                dep_id: origin[(dep_id, group)]
+                for dep_id in fact.event.depends_on or ()
+                if (dep_id, group) in origin
+            }
+        for group, code in (("validity", "dependency_invalidated"),
+                            ("visibility", "dependency_restricted")):
+            found = direct[group]
+            if not found or (flag and group == "validity"):
+                continue
+            origins = set(found.values())
+            wanted = dict(groups)[group]
+            events = {e for o in origins for c, r in codes[o].items() if c in wanted for e in r.events}
+            own[code] = Reason(code, tuple(sorted(events)), tuple(sorted(origins | set(found))))
+        if flag and direct["validity"] and not own:
+            recheck[fact.id] = set(direct["validity"].values())
         if fact.id not in depended:
-            continue  # no dependent needs its origins
-        for group, wanted in (("validity", VALIDITY_CODES), ("visibility", _HIDDEN)):
-            mine = [r for c, r in own.items() if c in wanted and not c.startswith("dependency_")]
-            facts = {fact.id} if mine else set()
-            facts_events = {e for r in mine for e in r.events}
-            if ("dependency_invalidated" if group == "validity" else "dependency_restricted") in own:
-                facts.update(found[group][1])
-                facts_events.update(found[group][2])
-            if facts:
-                origins[(fact.id, group)] = (frozenset(facts), frozenset(facts_events))
+            continue  # no dependent needs its origin
+        for group, wanted in groups:
+            if wanted & own.keys():
+                origin[(fact.id, group)] = fact.id
+            elif direct[group]:
+                origin[(fact.id, group)] = min(direct[group].values())
     return recheck
 
 
 def _ignore_key_access(fold: _Fold) -> None:
-    """A key-wide grant or revoke is ineffective for each fact of that key above its authority."""
+    """A key-wide grant or revoke below the authority of some fact of its key is listed once,
+    naming the smallest such fact id."""
     if not fold.key_grant_events:
         return
-    by_key: dict[str, list[_Fact]] = defaultdict(list)
+    above: dict[tuple[str, int], str] = {}  # (key, rank r) -> smallest fact id ranked above r
     for fact in fold.order:
-        by_key[fact.event.key].append(fact)
+        for rank in range(fact.rank):
+            slot = (fact.event.key, rank)
+            if slot not in above or fact.id < above[slot]:
+                above[slot] = fact.id
     for event_id, key, rank in fold.key_grant_events:
-        for fact in by_key.get(key, ()):
-            if fact.rank > rank:
-                fold.ignored.add((event_id, _INSUFFICIENT, fact.id))
+        if (key, rank) in above:
+            fold.ignored.add((event_id, _INSUFFICIENT, above[(key, rank)]))
 
 
 def _known_unknowns(
