@@ -36,8 +36,8 @@ from helpers import (
 
 from gamma import (
     DEFAULT_POLICY,
-    Actor,
     REASON_CODES,
+    Actor,
     Assert,
     Event,
     Policy,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 
 import attrs
@@ -96,6 +96,8 @@ class _Fold:
         self.fact_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
         self.key_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
         self.key_grant_events: list[tuple[str, str, int]] = []
+        self._streams: dict[tuple[str, str, int, bool], list[tuple[int, bool, str, int]]] = {}
+        self._replays: dict[tuple[str, str, int, bool], tuple[bool, tuple[int, str] | None]] = {}
         grantees = [f"role:{role}" for role in actor.roles] + [f"actor:{actor.id}"]
         self.grantees = tuple(grantees)
 
@@ -210,23 +212,53 @@ class _Fold:
         restricted = bool(fact.event.visibility and fact.event.visibility.actors)
         for grantee in self.grantees:
             by_fact = self.fact_access.get((fact.id, grantee))
-            by_key = self.key_access.get((fact.event.key, grantee))
-            if by_fact is None and by_key is None:
+            if (fact.event.key, grantee) not in self.key_access and by_fact is None:
                 continue
-            key_changes = [
-                c for c in (by_key.changes if by_key else ())
-                if c[3] >= fact.rank and not (c[1] and restricted)
-            ]
-            active = False
-            for pos, is_grant, event_id, _ in heapq.merge(
-                by_fact.changes if by_fact else (), key_changes
-            ):
-                if is_grant != active:  # a grant of what is granted, or a revoke
-                    active = is_grant  # of what is not, has no effect
-                    if latest is None or pos > latest[0]:
-                        latest = (pos, event_id)
+            key_changes = self._key_stream(fact.event.key, grantee, fact.rank, restricted)
+            if by_fact is None:  # the key's stream alone: one answer per key, grantee, rank
+                active, change = self._replayed(fact.event.key, grantee, fact.rank, restricted)
+            else:
+                active, change = _replay(heapq.merge(by_fact.changes, key_changes))
+            if change is not None and (latest is None or change[0] > latest[0]):
+                latest = change
             granted = granted or active
         return granted, None if latest is None else latest[1]
+
+    def _key_stream(
+        self, key: str, grantee: str, rank: int, restricted: bool
+    ) -> list[tuple[int, bool, str, int]]:
+        """The key's grants and revokes for ``grantee`` that reach a fact of ``rank``, computed once."""
+        slot = (key, grantee, rank, restricted)
+        if slot not in self._streams:
+            access = self.key_access.get((key, grantee))
+            self._streams[slot] = [
+                c for c in (access.changes if access else ())
+                if c[3] >= rank and not (c[1] and restricted)
+            ]
+        return self._streams[slot]
+
+    def _replayed(
+        self, key: str, grantee: str, rank: int, restricted: bool
+    ) -> tuple[bool, tuple[int, str] | None]:
+        slot = (key, grantee, rank, restricted)
+        if slot not in self._replays:
+            self._replays[slot] = _replay(iter(self._key_stream(key, grantee, rank, restricted)))
+        return self._replays[slot]
+
+
+def _replay(
+    changes: Iterator[tuple[int, bool, str, int]],
+) -> tuple[bool, tuple[int, str] | None]:
+    """One grantee's stream in log order: any revoke ends, any grant starts. Whether it ends
+    granted, and the (position, event) of its last change (a grant of what is granted, or a
+    revoke of what is not, changes nothing)."""
+    active = False
+    latest = None
+    for pos, is_grant, event_id, _ in changes:
+        if is_grant != active:
+            active = is_grant
+            latest = (pos, event_id)
+    return active, latest
 
 
 _HANDLERS = {
