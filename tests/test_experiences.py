@@ -11,7 +11,7 @@ from helpers import A, G, R, X, actor, run, ts, verdict_of
 from gamma import InputError, UsedReason, load_policy
 from gamma.core.canonical import parse_ts
 from gamma.core.decisions import Reason
-from gamma.core.experiences import verdict_of as verdict
+from gamma.core.experiences import verdict_of as experience_verdict
 from gamma.core.model import Experience
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -318,11 +318,11 @@ class TestMutationRun:
         memo: dict[str, str | None] = {}
         x = Experience(id="x", ts=parse_ts(ts(1)), actor="w", tenant="acme", experience="X",
                        content="c", uses=("K0",))
-        got = verdict(x, chain, {f"K{n}"}, {}, memo=memo)
+        got = experience_verdict(x, chain, {f"K{n}"}, {}, memo=memo)
         assert got.bindings == (("K0", f"K{n}"),)
         assert memo == {f"K{i}": f"K{n}" for i in range(n)}
         chain["K1"] = {"retracted": Reason("retracted", ("e0",))}  # memo answers, not codes
-        assert verdict(x, chain, {f"K{n}"}, {}, memo=memo).bindings == (("K0", f"K{n}"),)
+        assert experience_verdict(x, chain, {f"K{n}"}, {}, memo=memo).bindings == (("K0", f"K{n}"),)
 
 
 def codes_of(res: Any, fact: str) -> tuple[str, ...]:
