@@ -45,7 +45,7 @@ VISIBILITY = frozenset(
 )
 REASON_CODES = VALIDITY | VISIBILITY
 SUBSTITUTING = frozenset({"superseded", "outranked", "overridden"})
-HIDDEN = frozenset({"access_denied", "dependency_restricted"})  # "d is hidden from A"
+HIDDEN = frozenset({"access_denied", "dependency_restricted"})  # known unknowns (§6)
 INSUFFICIENT = "insufficient_authority"
 TIMESTAMPS = ("ts", "valid_from", "valid_until")
 
@@ -253,48 +253,38 @@ class _Resolver:
             to_actor is not None and to_actor == self.actor["id"]
         )
 
-    def access_changes(self, fact: str) -> list[_Event]:
-        """The effective grant and revoke events about f (by fact, or by its key) matching A."""
-        found = []
+    def reaches(self, event: _Event, fact: str) -> bool:
+        """§4 phase 3: a grant/revoke by f, or by its key at or above r(f); a key grant never
+        reaches a fact whose visibility lists actors."""
+        if event.get("fact") is not None:
+            return bool(event.get("fact") == fact)
+        if event.get("key") != self.key(fact) or self.rank(event.get("authority")) < self.r(fact):
+            return False
+        listed = self.assert_of(fact).get("visibility", {}).get("actors")
+        return not (event.type == "grant" and listed)
+
+    def grantee(self, event: _Event) -> tuple[str, str]:
+        if event.get("role") is not None:
+            return ("role", event.get("role"))
+        return ("actor", event.get("to_actor"))
+
+    def access_history(self, fact: str) -> tuple[bool, _Event | None]:
+        """Per grantee, replay every grant and revoke reaching f in log order (a revoke ends,
+        a grant starts); granted if some grantee ends granted; and the latest event that
+        changed access for some grantee."""
+        state: dict[tuple[str, str], bool] = {}
+        latest = None
         for event in self.ours:
             if event.type not in ("grant", "revoke") or not self.matches_actor(event):
                 continue
-            about = event.get("fact") == fact or (
-                event.get("key") is not None and event.get("key") == self.key(fact)
-            )
-            if about and self.rank(event.get("authority")) >= self.r(fact):
-                found.append(event)
-        return found
-
-    def access_causes(self, fact: str) -> list[_Event]:
-        """Of those, the ones that changed A's access for their target and grantee: a grant of
-        what is already granted, or a revoke of what is not, has no effect (§4 phase 3)."""
-        active: dict[tuple[Any, ...], bool] = {}
-        causes = []
-        for event in self.access_changes(fact):
-            slot = (event.get("fact"), event.get("key"), event.get("role"), event.get("to_actor"))
-            is_grant = event.type == "grant"
-            if is_grant != active.get(slot, False):
-                causes.append(event)
-            active[slot] = is_grant
-        return causes
-
-    def granted(self, fact: str) -> bool:
-        """Active at t: for some target and grantee, the last effective grant/revoke is a grant."""
-        last: dict[tuple[str, str, str, str], str] = {}
-        for event in self.access_changes(fact):
-            target = (
-                ("fact", event.get("fact"))
-                if event.get("fact") is not None
-                else ("key", event.get("key"))
-            )
-            grantee = (
-                ("role", event.get("role"))
-                if event.get("role") is not None
-                else ("actor", event.get("to_actor"))
-            )
-            last[(*target, *grantee)] = event.type
-        return "grant" in last.values()
+            if not self.reaches(event, fact):
+                continue
+            who = self.grantee(event)
+            now = event.type == "grant"
+            if now != state.get(who, False):
+                latest = event  # ours is in log order: the last change seen is the latest
+            state[who] = now
+        return any(state.values()), latest
 
     # -- the whole computation --------------------------------------------------------
 
@@ -362,56 +352,62 @@ class _Resolver:
                 (not roles and not people)
                 or self.actor["id"] in people
                 or any(role in self.actor["roles"] for role in roles)
-                or self.granted(f)
+                or self.access_history(f)[0]
             )
             if not (listed and clearance >= self.clearance_rank(visibility.get("clearance"))):
-                events = [self.assert_of(f).id] + [e.id for e in self.access_causes(f)]
+                latest = self.access_history(f)[1]
+                events = [self.assert_of(f).id] + ([latest.id] if latest is not None else [])
                 codes[f]["access_denied"] = reason("access_denied", events)
 
-        # Phase 4: dependencies, in log order (every dependency is an earlier fact).
+        # Phase 4: dependencies. An origin of d in a group is a fact reached from d through
+        # depends_on edges, without passing through a fact that carries its own code of the
+        # group, and carrying one (d itself, if it does).
         flag = policy.dependency_mode == "flag"
         recheck: set[str] = set()
+        own_codes = {
+            "validity": VALIDITY - {"dependency_invalidated"},
+            "visibility": frozenset({"access_denied", "out_of_scope"}),
+        }
 
-        def reach(f: str) -> set[str]:
-            """f and every fact reached from it through depends_on edges."""
-            seen, todo = set(), [f]
+        def own(f: str, group: str) -> list[dict[str, Any]]:
+            return [r for c, r in codes[f].items() if c in own_codes[group]]
+
+        def origins(d: str, group: str) -> set[str]:
+            found, seen, todo = set(), set(), [d]
             while todo:
                 current = todo.pop()
-                if current not in seen:
-                    seen.add(current)
+                if current in seen:
+                    continue
+                seen.add(current)
+                if own(current, group):
+                    found.add(current)
+                else:
                     todo.extend(self.assert_of(current).get("depends_on", []))
-            return seen
+            return found
 
-        def own(f: str, group: frozenset[str]) -> list[dict[str, Any]]:
-            return [
-                r for c, r in codes[f].items() if c in group and not c.startswith("dependency_")
-            ]
+        def dependency_reason(code: str, deps: list[str], group: str) -> dict[str, Any] | None:
+            """Names each dependency having origins, its smallest origin, and that origin's own
+            reasons' events."""
+            direct = {d: min(origins(d, group)) for d in deps if origins(d, group)}
+            if not direct:
+                return None
+            named = set(direct.values())
+            events = [e for o in named for r in own(o, group) for e in r["events"]]
+            return reason(code, events, set(direct) | named)
 
-        # SPEC reading: the origins of the visibility group are the facts carrying the one
-        # visibility code that propagates (access_denied); out_of_scope and tenant_isolation
-        # "do not propagate", so they are never named as the cause of dependency_restricted.
-        origin_codes = {"validity": VALIDITY, "visibility": frozenset({"access_denied"})}
-
-        def dependency_reason(code: str, direct: list[str], group: str) -> dict[str, Any]:
-            origins = {o for d in direct for o in reach(d) if own(o, origin_codes[group])}
-            events = [e for o in origins for r in own(o, origin_codes[group]) for e in r["events"]]
-            return reason(code, events, set(direct) | origins)
-
-        for f in ids:
+        for f in ids:  # phases 1-3 are final: origins read only their own codes
             deps = list(dict.fromkeys(self.assert_of(f).get("depends_on", [])))
-            invalid = [d for d in deps if set(codes[d]) & VALIDITY]
-            hidden = [d for d in deps if set(codes[d]) & HIDDEN]
-            if invalid and not flag:
-                codes[f]["dependency_invalidated"] = dependency_reason(
-                    "dependency_invalidated", invalid, "validity"
-                )
-            if hidden:
-                codes[f]["dependency_restricted"] = dependency_reason(
-                    "dependency_restricted", hidden, "visibility"
-                )
-            stale = bool(invalid) if flag else False
-            if not codes[f] and (stale or any(d in recheck for d in deps)):
-                recheck.add(f)
+            stale = dependency_reason("dependency_invalidated", deps, "validity")
+            hidden = dependency_reason("dependency_restricted", deps, "visibility")
+            if stale is not None and not flag:
+                codes[f]["dependency_invalidated"] = stale
+            if hidden is not None:
+                codes[f]["dependency_restricted"] = hidden
+        if flag:  # after every dependency code is set: admitted with a stale dependency
+            for f in ids:
+                deps = self.assert_of(f).get("depends_on", [])
+                if not codes[f] and any(origins(d, "validity") for d in deps):
+                    recheck.add(f)
 
         # Every fact of another tenant in H_t: tenant_isolation only, key null.
         excluded = []
@@ -460,11 +456,14 @@ class _Resolver:
                 if self.rank(event.get("authority")) < self.r(target):
                     self.ignored.add((event.id, INSUFFICIENT, target))
             if event.type in ("grant", "revoke") and event.get("key") is not None:
-                for f in ids:
-                    if self.key(f) == event.get("key") and self.r(f) > self.rank(
-                        event.get("authority")
-                    ):
-                        self.ignored.add((event.id, INSUFFICIENT, f))
+                above = [
+                    f
+                    for f in ids
+                    if self.key(f) == event.get("key")
+                    and self.r(f) > self.rank(event.get("authority"))
+                ]
+                if above:  # listed once per event, naming the smallest such fact
+                    self.ignored.add((event.id, INSUFFICIENT, min(above)))
 
         experiences = [
             self.verdict(event, codes, admitted_ids, recheck)

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from strategies import (
     TENANTS,
@@ -59,7 +59,8 @@ VALIDITY_CODES = frozenset(
     }
 )
 SUBSTITUTING = frozenset({"superseded", "outranked", "overridden"})
-HIDDEN = frozenset({"access_denied", "dependency_restricted"})
+# the codes that propagate as dependency_restricted (SPEC §4 phase 4)
+HIDDEN = frozenset({"access_denied", "out_of_scope", "dependency_restricted"})
 
 # A handful of examples for the tests that start processes: each example is a batch of
 # scenarios, so a few examples still cover dozens of logs.
@@ -555,6 +556,59 @@ def _check_dependencies(scenario: Scenario) -> None:
             if code in mine:
                 named = mine[code].facts
                 assert any(codes.get(o, set()) & group - {code} for o in named), (f, code, named)
+
+
+#: SPEC §5 output size: resolution bytes <= SIZE_FACTOR x log bytes + SIZE_BASE (the actor,
+#: heads and digests). A reason names its direct cause and one origin, an ineffective key grant
+#: is listed once, access_denied names the one event now deciding access.
+SIZE_FACTOR = 6
+SIZE_BASE = 1024
+
+
+def _shape(bodies: list[dict[str, Any]]) -> Scenario:
+    """An adversarial shape of issue 11 as a scenario: alice (role sales) after the last event."""
+    lines = [
+        {"id": f"e{n}", "ts": f"2026-03-01T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
+         "actor": "w", "tenant": "acme", **body}
+        for n, body in enumerate(bodies)
+    ]
+    at = parse_ts(lines[-1]["ts"])
+    return Scenario(Log.of(lines, gamma.DEFAULT_POLICY),
+                    {"id": "alice", "tenant": "acme", "roles": ["sales"]}, at)
+
+
+RUNNING_BALANCE = _shape(
+    [{"type": "assert", "fact": "B0", "key": "balance", "value": 0}]
+    + [{"type": "assert", "fact": f"B{i}", "key": "balance", "value": i,
+        "depends_on": [f"B{i - 1}"], "supersedes": [f"B{i - 1}"]} for i in range(1, 300)]
+)
+KEY_GRANTS = _shape(
+    [{"type": "assert", "fact": f"F{i}", "key": "pay", "value": i, "authority": "executive",
+      "scope": f"s{i}"} for i in range(100)]
+    + [{"type": "grant", "key": "pay", "role": "sales", "authority": "peer"}] * 100
+)
+TOGGLES = _shape(
+    [{"type": "assert", "fact": f"F{i}", "key": "pay", "value": i, "scope": f"s{i}",
+      "visibility": {"roles": ["hr"]}} for i in range(100)]
+    + [{"type": "grant" if i % 2 == 0 else "revoke", "key": "pay", "role": "sales"}
+       for i in range(200)]
+)
+
+
+class TestOutputSize:
+    """SPEC §5: the output is linear in the log."""
+
+    @example(RUNNING_BALANCE)
+    @example(KEY_GRANTS)
+    @example(TOGGLES)
+    @given(scenarios(max_size=40))
+    def test_resolution_bytes_linear_in_log_bytes(self, scenario: Scenario) -> None:
+        """The JSON of a resolution is at most SIZE_FACTOR times the bytes of the log prefix, plus the actor and heads."""
+        r = resolved(scenario)
+        log_bytes = len(scenario.log.prefix(scenario.at).text().encode("utf-8"))
+        actor_bytes = len(json.dumps(scenario.actor).encode("utf-8"))
+        out = len(r.to_json().encode("utf-8"))
+        assert out <= SIZE_FACTOR * log_bytes + SIZE_BASE + actor_bytes, (out, log_bytes)
 
 
 class TestDependencyClosure:

@@ -39,8 +39,15 @@ def verdict_of(
     codes: dict[str, dict[str, Reason]],
     admitted: set[str],
     recheck: dict[str, set[str]],
+    *,
+    memo: dict[str, str | None] | None = None,
 ) -> ExperienceVerdict:
-    """KEEP / ADAPT / REJECT from the used facts' governance, then the applicability."""
+    """KEEP / ADAPT / REJECT from the used facts' governance, then the applicability.
+
+    ``memo`` may pass one dict for all the experiences of a resolution: it keeps every
+    replacement found, so N experiences over a chain of N revisions cost O(N), not O(N²).
+    """
+    memo = {} if memo is None else memo
     reasons: list[UsedReason] = []
     bindings: dict[str, str] = {}
     withdrawn = False
@@ -52,7 +59,7 @@ def verdict_of(
         if not used_codes:
             needs_recheck = needs_recheck or used in recheck
         elif set(used_codes) <= SUBSTITUTING_CODES:
-            replacement = _replacement(used, codes, admitted)
+            replacement = _replacement(used, codes, admitted, memo)
             if replacement is None:
                 withdrawn = True
             else:
@@ -74,21 +81,35 @@ def verdict_of(
     )
 
 
-def _replacement(fact_id: str, codes: dict[str, dict[str, Reason]], admitted: set[str]) -> str | None:
-    """Follow superseded/outranked/overridden links to the admitted fact that now holds the value."""
-    seen = {fact_id}
-    current = fact_id
-    while current not in admitted:
+def _replacement(
+    fact_id: str,
+    codes: dict[str, dict[str, Reason]],
+    admitted: set[str],
+    memo: dict[str, str | None],
+) -> str | None:
+    """Follow superseded/outranked/overridden links to the admitted fact that now holds the value.
+
+    Every fact on the walk gets the walk's answer in ``memo`` (path compression).
+    """
+    path: list[str] = []
+    seen: set[str] = set()
+    current: str | None = fact_id
+    while current is not None and current not in admitted:
+        if current in memo:
+            current = memo[current]
+            break
+        path.append(current)
+        seen.add(current)
         reasons = codes[current]
         if not reasons or not set(reasons) <= SUBSTITUTING_CODES:
-            return None
+            current = None
+            break
         nxt = None
         for code in ("superseded", "outranked", "overridden"):
             if code in reasons and reasons[code].facts:
                 nxt = reasons[code].facts[0]
                 break
-        if nxt is None or nxt in seen:
-            return None
-        seen.add(nxt)
-        current = nxt
+        current = None if nxt is None or nxt in seen else nxt
+    for step in path:
+        memo[step] = current
     return current

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import TYPE_CHECKING
 
 from gamma.core.canonical import format_ts
@@ -39,9 +40,31 @@ EXPLANATIONS: dict[str, str] = {
 
 
 # json.dumps leaves these raw with ensure_ascii=False, yet str.splitlines and many
-# renderers break lines at them, and bidirectional controls can visually reorder a
-# line: escape them so a value always stays on its line and reads as written
-_LINE_BREAK = re.compile("[\x85\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# renderers break lines at them, bidirectional controls can visually reorder a line,
+# and format characters (category Cf: zero-width spaces and joiners, U+FEFF, U+061C,
+# the tag block U+E0000-U+E007F) are invisible to a reader yet read by a model. Every
+# character that is not ASCII-printable is checked: control (Cc), format (Cf), line and
+# paragraph separators (Zl, Zp), lone surrogates (Cs), unassigned (Cn) and the whole tag
+# block are escaped.
+_SUSPECT = re.compile("[^\x20-\x7e]")
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp", "Cn"})
+
+
+def _unsafe(char: str) -> bool:
+    return 0xE0000 <= ord(char) <= 0xE007F or unicodedata.category(char) in _UNSAFE_CATEGORIES
+
+
+def _escape(char: str) -> str:
+    """The JSON escape of one character (a surrogate pair above U+FFFF)."""
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _escape_unsafe(text: str) -> str:
+    return _SUSPECT.sub(lambda m: _escape(m.group()) if _unsafe(m.group()) else m.group(), text)
 
 
 def inert(text: str) -> str:
@@ -50,9 +73,8 @@ def inert(text: str) -> str:
 
 
 def _value(value: object) -> str:
-    """JSON on one line: control characters and Unicode line separators escaped."""
-    encoded = json.dumps(value, ensure_ascii=False)
-    return _LINE_BREAK.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded)
+    """JSON on one line: control, format and invisible characters escaped."""
+    return _escape_unsafe(json.dumps(value, ensure_ascii=False))
 
 
 def render(resolution: Resolution, format: str = "text") -> str:
@@ -158,7 +180,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     if not rows:
         return ["  (none)"]
     rows = [[inert(cell) if cell and j in (0, 1) else cell for j, cell in enumerate(r)] for r in rows]
-    rows = [[_LINE_BREAK.sub(" ", cell.replace("\n", "\\n")) for cell in r] for r in rows]
+    rows = [[_escape_unsafe(cell.replace("\n", "\\n")) for cell in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     fmt = "  " + "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]

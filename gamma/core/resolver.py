@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 
 import attrs
@@ -46,6 +46,9 @@ from gamma.core.resolution import Resolution
 __all__ = ["resolve", "scope_contains", "specificity"]
 
 _HIDDEN = frozenset({"access_denied", "dependency_restricted"})
+#: The codes that make a fact an origin of dependency_invalidated / dependency_restricted.
+_OWN_VALIDITY = VALIDITY_CODES - {"dependency_invalidated"}
+_OWN_VISIBILITY = frozenset({"access_denied", "out_of_scope"})
 _INSUFFICIENT = "insufficient_authority"
 
 
@@ -103,6 +106,8 @@ class _Fold:
         self.fact_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
         self.key_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
         self.key_grant_events: list[tuple[str, str, int]] = []
+        self._streams: dict[tuple[str, str, int, bool], list[tuple[int, bool, str, int]]] = {}
+        self._replays: dict[tuple[str, str, int, bool], tuple[bool, tuple[int, str] | None]] = {}
         grantees = [f"role:{role}" for role in actor.roles] + [f"actor:{actor.id}"]
         self.grantees = tuple(grantees)
 
@@ -204,26 +209,66 @@ class _Fold:
 
     # -- visibility --------------------------------------------------------------------
 
-    def access_events(self, fact: _Fact) -> tuple[bool, list[str]]:
-        """Whether a grant gives the actor sight of ``fact`` at t, and the grant/revoke events."""
+    def access_events(self, fact: _Fact) -> tuple[bool, str | None]:
+        """Whether a grant gives the actor sight of ``fact`` at t, and the event now deciding it.
+
+        Per grantee, the grants and revokes reaching ``fact`` (by fact, or by its key at
+        or above its authority) form one stream in log order: any revoke ends, any grant
+        starts. A key grant never reaches a fact restricted to named ``actors``. The event
+        named is the latest one, over the actor's grantees, that changed access.
+        """
         granted = False
-        events: list[str] = []
+        latest: tuple[int, str] | None = None
+        restricted = bool(fact.event.visibility and fact.event.visibility.actors)
         for grantee in self.grantees:
-            for access, floor in (
-                (self.fact_access.get((fact.id, grantee)), None),
-                (self.key_access.get((fact.event.key, grantee)), fact.rank),
-            ):
-                if access is None:
-                    continue
-                active = False
-                for _, is_grant, event_id, rank in access.changes:
-                    if floor is not None and rank < floor:
-                        continue
-                    if is_grant != active:  # a grant of what is granted, or a revoke
-                        events.append(event_id)  # of what is not, has no effect
-                    active = is_grant
-                granted = granted or active
-        return granted, events
+            by_fact = self.fact_access.get((fact.id, grantee))
+            if (fact.event.key, grantee) not in self.key_access and by_fact is None:
+                continue
+            key_changes = self._key_stream(fact.event.key, grantee, fact.rank, restricted)
+            if by_fact is None:  # the key's stream alone: one answer per key, grantee, rank
+                active, change = self._replayed(fact.event.key, grantee, fact.rank, restricted)
+            else:
+                active, change = _replay(heapq.merge(by_fact.changes, key_changes))
+            if change is not None and (latest is None or change[0] > latest[0]):
+                latest = change
+            granted = granted or active
+        return granted, None if latest is None else latest[1]
+
+    def _key_stream(
+        self, key: str, grantee: str, rank: int, restricted: bool
+    ) -> list[tuple[int, bool, str, int]]:
+        """The key's grants and revokes for ``grantee`` that reach a fact of ``rank``, computed once."""
+        slot = (key, grantee, rank, restricted)
+        if slot not in self._streams:
+            access = self.key_access.get((key, grantee))
+            self._streams[slot] = [
+                c for c in (access.changes if access else ())
+                if c[3] >= rank and not (c[1] and restricted)
+            ]
+        return self._streams[slot]
+
+    def _replayed(
+        self, key: str, grantee: str, rank: int, restricted: bool
+    ) -> tuple[bool, tuple[int, str] | None]:
+        slot = (key, grantee, rank, restricted)
+        if slot not in self._replays:
+            self._replays[slot] = _replay(iter(self._key_stream(key, grantee, rank, restricted)))
+        return self._replays[slot]
+
+
+def _replay(
+    changes: Iterator[tuple[int, bool, str, int]],
+) -> tuple[bool, tuple[int, str] | None]:
+    """One grantee's stream in log order: any revoke ends, any grant starts. Whether it ends
+    granted, and the (position, event) of its last change (a grant of what is granted, or a
+    revoke of what is not, changes nothing)."""
+    active = False
+    latest = None
+    for pos, is_grant, event_id, _ in changes:
+        if is_grant != active:
+            active = is_grant
+            latest = (pos, event_id)
+    return active, latest
 
 
 _HANDLERS = {
@@ -283,9 +328,10 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
     _precedence(fold, codes)
     clearance = policy.clearance_rank(actor.clearance)
     for fact in fold.order:
-        granted, access_events = fold.access_events(fact)
+        granted, access_event = fold.access_events(fact)
         if not _may_see(fact, actor, granted, clearance, policy):
-            events = tuple(sorted({fact.event.id, *access_events}))
+            named = {fact.event.id} if access_event is None else {fact.event.id, access_event}
+            events = tuple(sorted(named))
             codes[fact.id]["access_denied"] = Reason("access_denied", events)
     recheck = _propagate(fold, codes, policy)
     admitted: list[Admitted] = []
@@ -314,6 +360,7 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         excluded.append(Excluded(fact=other.fact, key=None, reasons=(reason,)))
     _ignore_key_access(fold)
     admitted_ids = {a.fact for a in admitted}
+    replacements: dict[str, str | None] = {}
     return Resolution(
         actor=actor,
         at=at,
@@ -323,7 +370,8 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         excluded=tuple(sorted(excluded, key=lambda x: x.fact)),
         experiences=tuple(
             sorted(
-                (verdict_of(x, codes, admitted_ids, recheck) for x in fold.experiences),
+                (verdict_of(x, codes, admitted_ids, recheck, memo=replacements)
+                 for x in fold.experiences),
                 key=lambda v: v.experience,
             )
         ),
@@ -395,76 +443,66 @@ def _propagate(
 ) -> dict[str, set[str]]:
     """Phase 4: dependency codes, in log order so every dependency is final before its dependents.
 
-    A fact's *origins* in a group are the facts that excluded themselves with
-    a code of that group (not merely by inheritance) somewhere below it. A
-    dependency reason names the excluded direct dependencies plus their
-    origins, and the events that excluded the origins; naming origins instead
-    of whole chains keeps a 1,000-link chain linear. Returns the facts
-    admitted with needs_recheck (flag mode), each with its stale inputs.
+    Per group (validity, visibility), a fact's *origin* is itself when it carries a
+    code of the group that is its own (not inherited), else the smallest origin of
+    its dependencies in the group. A dependency reason names the direct dependencies
+    having an origin, their origins, and the events of the origins' own reasons, so
+    its size is bounded by the fact's own ``depends_on`` (a running balance of 8,000
+    links names one link each). Origins are tracked whatever the fact's own codes, so
+    a validity code reaches every dependent through a hidden fact, also in ``flag``
+    mode. Returns the facts admitted with needs_recheck, each with its stale origins.
     """
     flag = policy.dependency_mode == "flag"
-    origins: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
+    origin: dict[tuple[str, str], str] = {}
     recheck: dict[str, set[str]] = {}
     depended = {dep for fact in fold.order for dep in fact.event.depends_on or ()}
+    groups = (("validity", _OWN_VALIDITY), ("visibility", _OWN_VISIBILITY))
     for fact in fold.order:
         own = codes[fact.id]
         if not fact.event.depends_on and (not own or fact.id not in depended):
             continue  # nothing to inherit, and nothing to pass on
-        found: dict[str, tuple[set[str], set[str], set[str]]] = {}
-        stale_inputs: set[str] = set()
-        for group in ("validity", "visibility"):
-            direct: set[str] = set()
-            inherited: set[str] = set()
-            events: set[str] = set()
-            for dep_id in fact.event.depends_on or ():
-                dep_origin = origins.get((dep_id, group))
-                if dep_origin is not None:
-                    direct.add(dep_id)
-                    inherited.update(dep_origin[0])
-                    events.update(dep_origin[1])
-                if group == "validity" and dep_id in recheck:
-                    stale_inputs.update(recheck[dep_id])
-            found[group] = (direct, inherited, events)
-        direct, inherited, events = found["validity"]
-        if direct:
-            if flag:
-                stale_inputs.update(direct | inherited)
-            else:
-                own["dependency_invalidated"] = Reason(
-                    "dependency_invalidated", tuple(sorted(events)), tuple(sorted(direct | inherited))
-                )
-        direct, inherited, events = found["visibility"]
-        if direct:
-            own["dependency_restricted"] = Reason(
-                "dependency_restricted", tuple(sorted(events)), tuple(sorted(direct | inherited))
-            )
-        if stale_inputs and not own:
-            recheck[fact.id] = stale_inputs
+        direct: dict[str, dict[str, str]] = {}
+        for group, _ in groups:
+            direct[group] = {
+                dep_id: origin[(dep_id, group)]
+                for dep_id in fact.event.depends_on or ()
+                if (dep_id, group) in origin
+            }
+        for group, code in (("validity", "dependency_invalidated"),
+                            ("visibility", "dependency_restricted")):
+            found = direct[group]
+            if not found or (flag and group == "validity"):
+                continue
+            origins = set(found.values())
+            wanted = dict(groups)[group]
+            events = {e for o in origins for c, r in codes[o].items() if c in wanted for e in r.events}
+            own[code] = Reason(code, tuple(sorted(events)), tuple(sorted(origins | set(found))))
+        if flag and direct["validity"] and not own:
+            recheck[fact.id] = set(direct["validity"].values())
         if fact.id not in depended:
-            continue  # no dependent needs its origins
-        for group, wanted in (("validity", VALIDITY_CODES), ("visibility", _HIDDEN)):
-            mine = [r for c, r in own.items() if c in wanted and not c.startswith("dependency_")]
-            facts = {fact.id} if mine else set()
-            facts_events = {e for r in mine for e in r.events}
-            if ("dependency_invalidated" if group == "validity" else "dependency_restricted") in own:
-                facts.update(found[group][1])
-                facts_events.update(found[group][2])
-            if facts:
-                origins[(fact.id, group)] = (frozenset(facts), frozenset(facts_events))
+            continue  # no dependent needs its origin
+        for group, wanted in groups:
+            if wanted & own.keys():
+                origin[(fact.id, group)] = fact.id
+            elif direct[group]:
+                origin[(fact.id, group)] = min(direct[group].values())
     return recheck
 
 
 def _ignore_key_access(fold: _Fold) -> None:
-    """A key-wide grant or revoke is ineffective for each fact of that key above its authority."""
+    """A key-wide grant or revoke below the authority of some fact of its key is listed once,
+    naming the smallest such fact id."""
     if not fold.key_grant_events:
         return
-    by_key: dict[str, list[_Fact]] = defaultdict(list)
+    above: dict[tuple[str, int], str] = {}  # (key, rank r) -> smallest fact id ranked above r
     for fact in fold.order:
-        by_key[fact.event.key].append(fact)
+        for rank in range(fact.rank):
+            slot = (fact.event.key, rank)
+            if slot not in above or fact.id < above[slot]:
+                above[slot] = fact.id
     for event_id, key, rank in fold.key_grant_events:
-        for fact in by_key.get(key, ()):
-            if fact.rank > rank:
-                fold.ignored.add((event_id, _INSUFFICIENT, fact.id))
+        if (key, rank) in above:
+            fold.ignored.add((event_id, _INSUFFICIENT, above[(key, rank)]))
 
 
 def _known_unknowns(
