@@ -124,10 +124,16 @@ class TestBypass:
         result = check("WEB-2026 has expired.", question="Can I still use WEB-2026?")
         assert result.ok, result.violations
 
-    def test_restricted_value_in_the_question_is_exempt(self) -> None:
-        """The question exemption holds for visibility exclusions too: the user said it first."""
+    def test_restricted_value_in_the_question_is_not_exempt(self) -> None:
+        """A hidden value the user guessed is still a leak when confirmed (DESIGN §8 as
+        amended): the question exemption is for validity exclusions only."""
+        result = check("It is $40,000.", question="Is the severance $30,000, $40,000 or $50,000?")
+        assert leaked(result) == {"F3": ("$40,000",)}
+
+    def test_restricted_value_under_negation_is_not_exempt(self) -> None:
+        """"I cannot confirm $40,000" repeats the secret: negation exempts validity only."""
         result = check("I cannot confirm $40,000.", question="Is the severance $40,000?")
-        assert result.ok, result.violations
+        assert leaked(result) == {"F3": ("$40,000",)}
 
     def test_value_shared_with_an_admitted_fact_is_exempt(self) -> None:
         """A draft's value that an admitted fact also holds (EMEA) is not a leak."""
@@ -265,7 +271,7 @@ class TestParseStated:
     def test_json_object_response(self) -> None:
         """A JSON object with ``verdict`` and ``bindings`` states them; its other strings are the prose."""
         stated = parse_stated('{"verdict": "adapt", "bindings": {"F1": "F2"}, "answer": {"text": "Use 15%"}}')
-        assert (stated.verdict, stated.bindings, stated.text) == ("ADAPT", (("F1", "F2"),), "Use 15%")
+        assert (stated.verdict, stated.bindings, stated.text) == ("ADAPT", (("F1", "F2"),), "answer\ntext\nUse 15%")
 
     def test_json_without_verdict_or_bindings_is_prose(self) -> None:
         """A JSON object naming neither field is just text."""

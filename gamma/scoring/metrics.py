@@ -27,7 +27,7 @@ from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
-from gamma.scoring.findings import LogFacts, Stated, check_response, parse_stated
+from gamma.scoring.findings import LogFacts, Stated, chance_to_leak, check_response, parse_stated
 from gamma.scoring.grading import Pool, grade
 from gamma.scoring.tokens import find
 
@@ -276,15 +276,8 @@ def _aggregate(rows: list[tuple[Any, Resolution, Stated, Any]], facts: LogFacts)
 
 
 def _chance_to_leak(resolution: Resolution, facts: LogFacts, question: str) -> bool:
-    """Whether the reference excluded a fact with a token not exempted by question or admitted facts."""
-    from gamma.scoring.tokens import extract
-
-    exempt = extract(question, sources=True) + tuple(
-        t for a in resolution.admitted for t in facts.tokens(a.fact)
-    )
-    return any(
-        not find(token, exempt) for x in resolution.excluded for token in facts.tokens(x.fact)
-    )
+    """Whether the reference withholds a fact with a form not exempted (DESIGN §8)."""
+    return chance_to_leak(resolution, facts, question)
 
 
 def _pairs(rows: list[tuple[Any, Resolution, Stated, Any]]) -> dict[str, Any]:
