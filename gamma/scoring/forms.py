@@ -5,7 +5,7 @@ values: it derives from each withheld value the forms it can take (numbers in ev
 normalisation of :mod:`gamma.scoring.numbers`, dates in every unambiguous order,
 identifiers with their separators folded, names case-folded, short multi-word values as
 phrases) and looks for each of them in the whole response, wherever it stands. SPEC.md
-§11.2 states the rules. Pure and deterministic.
+§11.8 states the rules. Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import cast
 
 import attrs
 
-from gamma.scoring.lexicon import negation, sentence_initial
+from gamma.scoring.lexicon import STOP_WORDS, negation, sentence_initial
 from gamma.scoring.numbers import Date, Number, dates, normalise, numbers
 from gamma.scoring.tokens import Token, value_tokens
 
@@ -72,7 +72,10 @@ def forms_of(value: str | int | bool) -> tuple[Form, ...]:
     single = len(tokens) == 1 and tokens[0].kind == "proper" and len(words) == 1
     for token in tokens:
         found.extend(_token_forms(token, single))
-    if 2 <= len(words) <= 6 and len(value) <= 60 and any(c.isalpha() for c in value):
+    if 2 <= len(words) <= 6 and len(value) <= 60 and any(
+        any(c.isalpha() for c in w) and w.casefold().strip(".,;:!?") not in STOP_WORDS
+        for w in words
+    ):
         body = r"[\s\-]+".join(re.escape(w) for w in words)
         found.append(Form("text", tokens, pattern=_compile(body, ignore_case=True)))
     return tuple(found)

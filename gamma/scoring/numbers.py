@@ -4,7 +4,7 @@
 and other digit forms, zero-width and format characters, a number broken across one line
 break); :func:`numbers` and :func:`dates` then read every number and date of the
 normalised text, each with *every* value it can be read as, so a withheld value is found
-however it is written. The rules are written out in SPEC.md §11.2. Pure and stdlib only;
+however it is written. The rules are written out in SPEC.md §11.8. Pure and stdlib only;
 English spelled-out numbers are read by a small deterministic parser, not a model.
 """
 
