@@ -23,7 +23,8 @@ LINES: list[dict[str, Any]] = [
     for line in (CORPUS / "responses.jsonl").read_text(encoding="utf-8").splitlines()
     if line.strip()
 ]
-WHO = json.loads((CORPUS / "actor.json").read_text(encoding="utf-8"))
+ACTOR = json.loads((CORPUS / "actor.json").read_text(encoding="utf-8"))
+AT = "2026-03-02T10:00:00Z"  # as in audit/requests.toml
 TENANT_FACTS = {"G1", "G2"}
 
 
@@ -34,7 +35,7 @@ def _events() -> Any:
 
 def _check(line: dict[str, Any]) -> Validation:
     return validate(
-        _events(), actor=WHO["actor"], at=WHO["at"], question=line["question"],
+        _events(), actor=ACTOR, at=AT, question=line["question"],
         response=line["response"], bindings=line.get("bindings"),
     )
 
