@@ -554,3 +554,20 @@ class TestDateReadings:
 
     def test_a_date_without_year(self) -> None:
         assert [d.ymd for d in dates("Apr. 20")] == [(None, 4, 20)]
+
+
+class TestMoreReadings:
+    def test_look_alike_letters_and_the_minus_sign_are_folded(self) -> None:
+        assert normalise("\u0399nitech \u0456 ORD\u22129981") == "Initech i ORD-9981"
+
+    def test_forty_grand_spelled(self) -> None:
+        assert [set(n.values) for n in spelled("forty grand")] == [{Fraction(40000)}]
+
+    @pytest.mark.parametrize(("text", "ymd"), [
+        ("4/20", (None, 4, 20)), ("20/4", (None, 4, 20)), ("4/5", (None, 0, 0)),
+        ("50/50", (None, 0, 0)),
+    ])
+    def test_a_yearless_slash_date_is_read_only_when_unambiguous(
+        self, text: str, ymd: tuple[int | None, int, int]
+    ) -> None:
+        assert [d.ymd for d in dates(text)] == [ymd]

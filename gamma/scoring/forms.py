@@ -103,8 +103,13 @@ def _token_forms(token: Token, single: bool) -> list[Form]:
     # a proper noun: a one-word value anywhere and in any case; a word of a longer value
     # case-sensitively, and not at a sentence start if it began a sentence in the value
     body = re.escape(str(token.norm)) + r"(?:['\u2019]s)?"
-    return [Form("text", (token,), pattern=_compile(body, ignore_case=single),
-                 anywhere=single or not token.sentence_initial)]
+    found = [Form("text", (token,), pattern=_compile(body, ignore_case=single),
+                  anywhere=single or not token.sentence_initial)]
+    name = str(token.norm)
+    if single and len(name) >= 4 and name.isalpha():  # "F a l c o n", "F-a-l-c-o-n"
+        spaced = r"[ .\-*_`]".join(re.escape(c) for c in name)
+        found.append(Form("text", (token,), pattern=_compile(spaced, ignore_case=True)))
+    return found
 
 
 def _compile(body: str, *, ignore_case: bool) -> re.Pattern[str]:

@@ -20,6 +20,12 @@ __all__ = ["Date", "Number", "dates", "normalise", "numbers", "spelled"]
 # --- normalisation ---------------------------------------------------------------------
 
 _ARABIC_SEPARATORS = {"\u066b": ".", "\u066c": ",", "\u066a": "%"}
+# Cyrillic and Greek letters that look like Latin ones ("Ιnitech" with a Greek Iota)
+_LOOKALIKES = dict(zip(
+    "АВЕЅІЈКМНОРСТХУаеіјорсхуѕԁԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντ\u2212",
+    "ABESIJKMHOPCTXYaeijopcxysdqwABEZHIKMNOPTYXovt-",
+    strict=True,
+))
 # a separator and one line break inside a number: "$40,\n000" (never a bare "40\n000")
 _BROKEN = re.compile(r"(?<=[0-9])([,.'\u2019])[ \t]*\r?\n[ \t]*(?=[0-9])"
                      r"|(?<=[0-9])[ \t]*\r?\n[ \t]*([,.'\u2019])(?=[0-9])")
@@ -31,7 +37,9 @@ def normalise(text: str) -> str:
     NFKC (full-width digits, narrow and thin spaces become ASCII); every other decimal
     digit (Arabic-Indic, Devanagari, ...) becomes its ASCII digit and the Arabic decimal,
     thousands and percent signs become ``. , %``; format characters (category Cf: zero-width
-    spaces and joiners, soft hyphens, direction marks) are removed; a separator and one
+    spaces and joiners, soft hyphens, direction marks) are removed; Cyrillic and Greek
+    letters that look like Latin ones become those (``Ιnitech`` with a Greek Iota reads
+    ``Initech``) and a minus sign a hyphen; a separator and one
     line break inside a number are joined (``"$40,\\n000"`` reads ``"$40,000"``).
     """
     if text.isascii():
@@ -44,6 +52,8 @@ def normalise(text: str) -> str:
                 chars.append(c)
             elif c in _ARABIC_SEPARATORS:
                 chars.append(_ARABIC_SEPARATORS[c])
+            elif c in _LOOKALIKES:
+                chars.append(_LOOKALIKES[c])
             elif unicodedata.category(c) == "Cf":
                 continue
             elif c.isdecimal():
@@ -167,7 +177,8 @@ _UNITS = {w: i for i, w in enumerate(
     " fifteen sixteen seventeen eighteen nineteen".split())}
 _TENS = {w: 10 * i for i, w in enumerate(
     "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
-_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_SCALES = {"thousand": 10**3, "grand": 10**3, "million": 10**6, "billion": 10**9,
+           "trillion": 10**12}
 _ALL = sorted([*_UNITS, *_TENS, "hundred", *_SCALES], key=len, reverse=True)
 _NUMWORD = "(?:" + "|".join(_ALL) + ")"
 _SPELLED = re.compile(
@@ -262,6 +273,7 @@ _DATE = re.compile(
       |(?P<a2>[0-9]{{1,2}})(?P<s2>[-./])(?P<b2>[0-9]{{1,2}})(?P=s2)(?P<y2>[0-9]{{4}})
       |(?P<m3>{_MONTH})[ ]+(?P<d3>{_DAY})(?![0-9:])(?:,?[ ]+(?P<y3>[0-9]{{4}}))?
       |(?P<d4>{_DAY})(?:[ ]+of)?[ ]+(?P<m4>{_MONTH})(?:,?[ ]+(?P<y4>[0-9]{{4}}))?
+      |(?P<a6>[0-9]{{1,2}})/(?P<b6>[0-9]{{1,2}})(?![/0-9])
       |(?P<clock>[0-9]{{1,2}}:[0-9]{{2}}(?::[0-9]{{2}})?)
     )
     (?![^\W_])(?![.,/-][0-9])
@@ -271,8 +283,9 @@ _DATE = re.compile(
 
 
 def dates(text: str) -> list[Date]:
-    """Every date of a normalised ``text``: ISO and ``y/m/d``, ``d.m.y`` / ``m/d/y`` (read
-    day-first or month-first only when one reading alone is a date, or both are the same),
+    """Every date of a normalised ``text``: ISO and ``y/m/d``, ``d.m.y`` / ``m/d/y`` and a
+    yearless ``m/d`` / ``d/m`` (read day-first or month-first only when one reading alone
+    is a date, or both are the same),
     and month names either side of the day. Clock times are returned with ``ymd``
     ``(None, 0, 0)``: they block number reading and match no date.
     """
@@ -288,8 +301,9 @@ def dates(text: str) -> list[Date]:
             ymd = _valid(int(g["y1"]), int(g["a1"]), int(g["b1"]))
             if ymd:
                 found.append(Date(s, e, ymd))
-        elif g["y2"]:
-            a, b, y = int(g["a2"]), int(g["b2"]), int(g["y2"])
+        elif g["y2"] or g["a6"]:
+            a, b = int(g["a2"] or g["a6"]), int(g["b2"] or g["b6"])
+            y = int(g["y2"]) if g["y2"] else None
             readings = {r for r in (_valid(y, b, a), _valid(y, a, b)) if r}
             if len(readings) == 1:
                 found.append(Date(s, e, readings.pop()))
