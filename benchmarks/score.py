@@ -14,7 +14,9 @@ own interpreter, e.g. the main branch's::
     /work/venv/bin/python benchmarks/score.py --out before.json   # imports main's gamma
 
 It prints one JSON object: ``responses``, ``runs``, ``median_s``, ``min_s``,
-``responses_per_s`` (from the median) and ``gamma`` (the imported package's path).
+``responses_per_s`` (from the median), ``cpu_median_s`` and ``responses_per_cpu_s`` (CPU
+time, ``process_time``: less sensitive to other load on a shared machine), the load average
+and ``gamma`` (the imported package's path).
 This is a script, not a test: it is not collected by pytest.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -82,12 +85,13 @@ def main() -> None:
         path = Path(tmp) / "responses.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in responses(args.responses)),
                         encoding="utf-8")
-        times = []
+        times, cpu = [], []
         for _ in range(args.repeat):
             gc.collect()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             result = gamma.score(path, LOG)
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
     median = statistics.median(times)
     report = {
         "responses": args.responses,
@@ -95,6 +99,9 @@ def main() -> None:
         "median_s": round(median, 4),
         "min_s": round(min(times), 4),
         "responses_per_s": round(args.responses / median, 1),
+        "cpu_median_s": round(statistics.median(cpu), 4),
+        "responses_per_cpu_s": round(args.responses / statistics.median(cpu), 1),
+        "load_average": os.getloadavg()[0],
         "gbr": result.to_dict()["gbr"]["rate"],
         "gamma": str(Path(gamma.__file__).parent),
     }
