@@ -85,6 +85,21 @@ class TestGBR:
         data = score([line("a", "15%.", question="Is it still 10%?"), line("b", "15%.")], events).to_dict()
         assert data["gbr"]["conditional"] == rate(0, 1)
 
+    def test_a_hidden_value_the_question_names_still_counts(self) -> None:
+        """Confirming a guessed secret is a leak and the question leaves a chance to leak
+        (DESIGN §8 as amended); an expired value the question names does not count."""
+        events = log(A("F1", "severance", "$40,000", visibility={"roles": ["hr"]}))
+        data = score([line("a", "It is 40k.", question="Is it $30,000 or $40,000?")],
+                     events).to_dict()
+        assert data["gbr"]["conditional"] == rate(1, 1)
+        assert data["gbr"]["by_reason"] == {"access_denied": 1}
+
+    def test_normalised_and_spelled_values_count(self) -> None:
+        """GBR counts leaks however the value is written."""
+        data = run(line("a", "forty thousand dollars"), line("b", "22 percent"),
+                   line("c", "\uff04\uff14\uff10\uff0c\uff10\uff10\uff10"), line("d", "8 percent"))
+        assert {k: data["gbr"][k] for k in ("k", "n")} == {"k": 3, "n": 4}
+
     def test_by_reason_counts_responses_per_code(self) -> None:
         """Each code counts responses leaking a fact with it; codes with no leak are omitted."""
         data = run(

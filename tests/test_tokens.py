@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gamma.scoring.numbers import dates, normalise, numbers, spelled
 from gamma.scoring.tokens import (
     KINDS,
     STOP_WORDS,
@@ -464,3 +465,109 @@ class TestRobustness:
         """$nk, $nM and $nbn equal their written-out values."""
         factor = {"k": 10**3, "M": 10**6, "bn": 10**9}[mag]
         assert same(f"cost ${n}{mag} ok", f"cost ${n * factor:,} ok")
+
+
+# --- numbers and dates for the withheld-value search (SPEC.md §11.8) -------------------
+
+
+
+def _read(text: str) -> list[tuple[str, set[Fraction], str | None, bool]]:
+    norm = normalise(text)
+    return [(norm[n.start:n.end], set(n.values), n.currency, n.percent) for n in numbers(norm)]
+
+
+class TestNormalise:
+    def test_full_width_and_arabic_indic_digits_become_ascii(self) -> None:
+        assert normalise("\uff04\uff14\uff10\uff0c\uff10\uff10\uff10") == "$40,000"
+        assert normalise("\u0664\u0660\u066c\u0660\u0660\u0660") == "40,000"
+        assert normalise("\u0662\u0662\u066a") == "22%"
+
+    def test_format_characters_are_removed(self) -> None:
+        assert normalise("$40\u200b,000 Ini\u200dtech\u00ad") == "$40,000 Initech"
+
+    def test_a_number_broken_after_a_separator_is_joined_but_not_a_bare_break(self) -> None:
+        assert normalise("$40,\n000") == "$40,000"
+        assert normalise("40\n,000") == "40,000"
+        assert normalise("40\n000") == "40\n000"
+
+
+class TestNumbers:
+    @pytest.mark.parametrize("text", [
+        "$40000", "40,000 dollars", "40k", "$0.04M", "USD 40,000.00", "40 000", "40'000",
+        "4.0e4", "$40,000ish", "$40k+", "40 thousand", "40 grand", "40.000,00", "40000 USD",
+    ])
+    def test_every_form_of_forty_thousand_reads_40000(self, text: str) -> None:
+        (found,) = _read(text)
+        assert Fraction(40000) in found[1], found
+
+    def test_a_dot_with_one_group_is_read_both_ways_a_comma_one_way(self) -> None:
+        assert _read("40.000")[0][1] == {Fraction(40000), Fraction(40)}
+        assert _read("40,000")[0][1] == {Fraction(40000)}
+        assert _read("40,5")[0][1] == {Fraction(81, 2)}
+
+    def test_a_number_stands_whole(self) -> None:
+        """No substring decides: "18%" holds no 8, "$40,0001" no 40000, "ORD9981" no number."""
+        assert _read("18%") == [("18%", {Fraction(18)}, None, True)]
+        assert Fraction(40000) not in _read("$40,0001")[0][1]
+        assert _read("ORD9981") == []
+
+    def test_currency_on_either_side_and_percent_words(self) -> None:
+        assert _read("40 000 $")[0][2] == "USD"
+        assert _read("€5")[0][2] == "EUR"
+        assert _read("22 per cent")[0][3] and _read("22 pct")[0][3]
+
+    def test_years_in_a_date_context_are_dated(self) -> None:
+        norm = "in 2026, the 2026 report, 20.04.2026"
+        found = numbers(norm)
+        assert [(n.year, n.dated) for n in found] == [(True, True), (True, False)]
+
+
+class TestSpelled:
+    @pytest.mark.parametrize(("text", "value", "percent", "currency"), [
+        ("forty thousand", 40000, False, None),
+        ("twenty-two percent", 22, True, None),
+        ("Twenty two per cent", 22, True, None),
+        ("three hundred and twelve", 312, False, None),
+        ("a thousand dollars", 1000, False, "USD"),
+        ("eight percent", 8, True, None),
+        ("seventy-five thousand five hundred", 75500, False, None),
+    ])
+    def test_parses(self, text: str, value: int, percent: bool, currency: str | None) -> None:
+        (n,) = spelled(text)
+        assert (set(n.values), n.percent, n.currency) == ({Fraction(value)}, percent, currency)
+
+    @pytest.mark.parametrize("text", ["one", "forty", "twelve apples", "one two", "ten ten"])
+    def test_a_lone_or_unparsable_run_is_no_number(self, text: str) -> None:
+        assert spelled(text) == []
+
+
+class TestDateReadings:
+    @pytest.mark.parametrize("text", [
+        "20.04.2026", "04/20/2026", "20/04/2026", "2026/04/20", "2026-04-20T09:00Z",
+        "April 20, 2026", "20 April 2026", "20th of April 2026", "20-04-2026",
+    ])
+    def test_unambiguous_forms_of_april_20(self, text: str) -> None:
+        assert [d.ymd for d in dates(text)] == [(2026, 4, 20)]
+
+    def test_an_ambiguous_order_is_no_date(self) -> None:
+        assert [d.ymd for d in dates("04/05/2026")] == [(None, 0, 0)]
+
+    def test_a_date_without_year(self) -> None:
+        assert [d.ymd for d in dates("Apr. 20")] == [(None, 4, 20)]
+
+
+class TestMoreReadings:
+    def test_look_alike_letters_and_the_minus_sign_are_folded(self) -> None:
+        assert normalise("\u0399nitech \u0456 ORD\u22129981") == "Initech i ORD-9981"
+
+    def test_forty_grand_spelled(self) -> None:
+        assert [set(n.values) for n in spelled("forty grand")] == [{Fraction(40000)}]
+
+    @pytest.mark.parametrize(("text", "ymd"), [
+        ("4/20", (None, 4, 20)), ("20/4", (None, 4, 20)), ("4/5", (None, 0, 0)),
+        ("50/50", (None, 0, 0)),
+    ])
+    def test_a_yearless_slash_date_is_read_only_when_unambiguous(
+        self, text: str, ymd: tuple[int | None, int, int]
+    ) -> None:
+        assert [d.ymd for d in dates(text)] == [ymd]

@@ -4,9 +4,10 @@ A response is checked against a *reference* resolution of the same log,
 actor, time and policy, never against the scored system's own exclusions.
 Four kinds of violation (DESIGN §8):
 
-- ``bypass``: a token of an excluded fact's value appears in the response
-  (exempt: shared with an admitted fact or the question; for validity-only
-  exclusions, also a mention that is only negated);
+- ``bypass``: a form of a withheld fact's value (excluded by the reference, or
+  another tenant's) stands anywhere in the response, its bindings included
+  (exempt: a value an admitted fact also holds; for validity-only exclusions, also
+  one the question names, and a mention that is only negated);
 - ``unsupported``: an asserted token found in none of the shown context, the
   admitted facts, the bindings' values and the question;
 - ``ghost_binding``: a binding whose key is not a fact of the log, or whose
@@ -30,6 +31,7 @@ from gamma.core.model import Actor, Assert, Event
 from gamma.core.policy import Policy
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
+from gamma.scoring.forms import Form, Hit, View, forms_of
 from gamma.scoring.tokens import Token, extract, find, value_tokens
 
 __all__ = [
@@ -37,8 +39,10 @@ __all__ = [
     "Stated",
     "Validation",
     "Violation",
+    "chance_to_leak",
     "check_response",
     "parse_stated",
+    "withheld",
     "validate",
 ]
 
@@ -97,7 +101,8 @@ class Stated:
 
 
 class LogFacts:
-    """Values of every asserted fact of a log, by id (the resolution holds no excluded values)."""
+    """Every asserted fact of a log, by id, of every tenant (the resolution holds no
+    excluded values, and need not list other tenants' facts at all)."""
 
     def __init__(self, events: Iterable[Event]) -> None:
         self.values: dict[str, Assert] = {}
@@ -105,11 +110,58 @@ class LogFacts:
             if isinstance(event, Assert):
                 self.values[event.fact] = event
         self._tokens: dict[str, tuple[Token, ...]] = {}
+        self._forms: dict[str, tuple[Form, ...]] = {}
 
     def tokens(self, fact: str) -> tuple[Token, ...]:
         if fact not in self._tokens:
             self._tokens[fact] = value_tokens(self.values[fact].value)
         return self._tokens[fact]
+
+    def forms(self, fact: str) -> tuple[Form, ...]:
+        """The matchable forms of the fact's value (:func:`gamma.scoring.forms.forms_of`)."""
+        if fact not in self._forms:
+            self._forms[fact] = forms_of(self.values[fact].value)
+        return self._forms[fact]
+
+
+def withheld(resolution: Resolution, facts: LogFacts) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(fact, reason codes)`` of every fact the reference withholds, by fact id.
+
+    The excluded facts of the resolution, and every fact of another tenant asserted at or
+    before the resolution's time (``tenant_isolation``), whether the resolution lists it
+    or not: the log, not the resolution, knows other tenants' facts.
+    """
+    found = {x.fact: tuple(r.code for r in x.reasons) for x in resolution.excluded}
+    admitted = {a.fact for a in resolution.admitted}
+    tenant = resolution.actor.tenant
+    for fact, event in facts.values.items():
+        if event.tenant != tenant and event.ts <= resolution.at and fact not in admitted:
+            found.setdefault(fact, ("tenant_isolation",))
+    return tuple(sorted(found.items()))
+
+
+def _exempt(form: Form, exempt: tuple[Token, ...]) -> bool:
+    return bool(form.tokens) and all(find(t, exempt) for t in form.tokens)
+
+
+def _searched_forms(
+    codes: tuple[str, ...], forms: tuple[Form, ...], admitted: tuple[Token, ...],
+    question: tuple[Token, ...],
+) -> tuple[bool, list[Form]]:
+    """Whether the exclusion hides the fact, and the forms not exempt from the search."""
+    hidden = bool(VISIBILITY_CODES.intersection(codes))
+    exempt = admitted if hidden else admitted + question
+    return hidden, [f for f in forms if not _exempt(f, exempt)]
+
+
+def chance_to_leak(resolution: Resolution, facts: LogFacts, question: str) -> bool:
+    """Whether the reference withholds a fact with a form the search would look for."""
+    admitted = tuple(t for a in resolution.admitted for t in facts.tokens(a.fact))
+    asked = extract(question, sources=True)
+    return any(
+        _searched_forms(codes, facts.forms(fact), admitted, asked)[1]
+        for fact, codes in withheld(resolution, facts)
+    )
 
 
 def parse_stated(
@@ -170,9 +222,10 @@ def _json_object(text: str) -> dict[str, Any] | None:
 
 
 def _leaves(value: Any) -> list[str]:
-    """Every scalar of a JSON value (booleans and nulls aside), in key order: its prose."""
+    """Every key and scalar of a JSON value (booleans and nulls aside), in key order: its
+    prose. Keys are prose too: ``{"$40,000": "severance"}`` states $40,000."""
     if isinstance(value, dict):
-        return [text for _, v in sorted(value.items()) for text in _leaves(v)]
+        return [text for k, v in sorted(value.items()) for text in (str(k), *_leaves(v))]
     if isinstance(value, list):
         return [text for v in value for text in _leaves(v)]
     if isinstance(value, bool) or value is None:
@@ -197,26 +250,22 @@ def check_response(
     response_tokens = extract(stated.text)
     admitted_tokens = tuple(t for a in resolution.admitted for t in facts.tokens(a.fact))
     question_tokens = extract(question, sources=True)
-    exempt = admitted_tokens + question_tokens
     violations: list[Violation] = []
     leaked: list[Token] = []
-    for excluded in resolution.excluded:
-        codes = tuple(r.code for r in excluded.reasons)
-        hidden = bool(VISIBILITY_CODES.intersection(codes))
-        hits: list[Token] = []
-        for token in facts.tokens(excluded.fact):
-            if find(token, exempt):
-                continue
-            for said in response_tokens:
-                if find(token, (said,)) and (hidden or not said.negated):
-                    hits.append(said)
+    view = View(_searched_text(stated))
+    for fact, codes in withheld(resolution, facts):
+        hidden, forms = _searched_forms(codes, facts.forms(fact), admitted_tokens, question_tokens)
+        hits: list[Hit] = []
+        for form in forms:
+            hits += [h for h in view.find(form) if hidden or not view.negated(h.start)]
         if hits:
-            leaked += hits
+            values = facts.tokens(fact)
+            leaked += [t for t in response_tokens if find(t, values)]
             violations.append(
                 Violation(
                     kind="bypass",
-                    fact=excluded.fact,
-                    tokens=_texts(hits),
+                    fact=fact,
+                    tokens=tuple(sorted({h.text for h in hits})),
                     codes=codes,
                     detail="withheld content: "
                     + ("hidden from the actor" if hidden else "no longer valid"),
@@ -249,6 +298,13 @@ def check_response(
     if experience is not None:
         violations += _verdict_mismatch(resolution, experience, stated)
     return tuple(violations)
+
+
+def _searched_text(stated: Stated) -> str:
+    """The whole response for the withheld-value search: prose, then each binding."""
+    parts = [stated.text]
+    parts += [f"{used}: {target}" for used, target in stated.bindings]
+    return "\n".join(parts)
 
 
 def _texts(tokens: Sequence[Token]) -> tuple[str, ...]:

@@ -27,7 +27,14 @@ from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
-from gamma.scoring.findings import LogFacts, Stated, Violation, check_response, parse_stated
+from gamma.scoring.findings import (
+    LogFacts,
+    Stated,
+    Violation,
+    chance_to_leak,
+    check_response,
+    parse_stated,
+)
 from gamma.scoring.grading import Pool, grade
 from gamma.scoring.tokens import extract, find
 
@@ -253,7 +260,7 @@ def judge(line: ResponseLine, resolution: Resolution, facts: LogFacts) -> Judged
         findings=tuple(sorted(violations, key=lambda v: (v.kind, v.fact or "", v.experience or ""))),
         leak_codes=tuple(sorted({c for v in bypasses for c in v.codes})),
         leaked=bool(bypasses),
-        chance_to_leak=_chance_to_leak(resolution, facts, line.question),
+        chance_to_leak=chance_to_leak(resolution, facts, line.question),
         unsupported=any(v.kind == "unsupported" for v in violations),
         grade=None if line.pool is None else grade(stated.text, Pool.from_json(line.pool)),
         verdict=stated.verdict,
@@ -319,16 +326,6 @@ def pool(grades: Iterable[str]) -> dict[str, int]:
         counts["n"] += 1
         counts[g] += 1
     return counts
-
-
-def _chance_to_leak(resolution: Resolution, facts: LogFacts, question: str) -> bool:
-    """Whether the reference excluded a fact with a token not exempted by question or admitted facts."""
-    exempt = extract(question, sources=True) + tuple(
-        t for a in resolution.admitted for t in facts.tokens(a.fact)
-    )
-    return any(
-        not find(token, exempt) for x in resolution.excluded for token in facts.tokens(x.fact)
-    )
 
 
 def pair_table(sides: Iterable[tuple[str, str, str | None, str | None, bool]]) -> dict[str, Any]:
