@@ -84,7 +84,7 @@ class Explanation:
         return tuple(r.code for r in self.reasons)
 
     def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self, retain_collection_types=False)
+        return attrs.asdict(self)
 
     def to_json(self) -> str:
         return compact_json(self.to_dict())

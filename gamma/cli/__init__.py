@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("score", "score_command"),
     "conformance": ("conformance", "conformance_command"),
     "import": ("importer", "import_group"),
+    "explain": ("explain", "explain_command"),
+    "report": ("explain", "report_command"),
 }
 
 
