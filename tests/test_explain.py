@@ -104,9 +104,9 @@ def test_cli_explain_text_json_and_public_api(tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["explain", str(LOG), "F13", "--actor", str(EXAMPLE / "alice.json"), "--at", AT]
     text = runner.invoke(cli, args)
-    assert text.exit_code == 0 and "budget cancelled" in text.output
+    assert text.exit_code == 0 and "budget cancelled" in text.stdout
     out = runner.invoke(cli, [*args, "--format", "json"])
-    obj = json.loads(out.output)
+    obj = json.loads(out.stdout.splitlines()[0])
     assert obj["decision"] == "excluded" and obj["changes"][0]["code"] == "retracted"
     assert gamma.explain(str(LOG), "F13", ALICE, AT).to_dict() == obj
 
