@@ -12,6 +12,7 @@ the codes and the events the resolution names; no value, writer, time or counter
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -84,7 +85,9 @@ class Explanation:
         return tuple(r.code for r in self.reasons)
 
     def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        # a JSON round trip: nested tuples (changes) become lists, as any reader sees them
+        parsed: dict[str, Any] = json.loads(compact_json(attrs.asdict(self)))
+        return parsed
 
     def to_json(self) -> str:
         return compact_json(self.to_dict())
