@@ -16,7 +16,7 @@ from datetime import datetime
 
 from gamma.audit.diff import diff_records
 from gamma.audit.explain import Explanation, Step, explain
-from gamma.core.canonical import compact_json, format_ts, parse_ts
+from gamma.core.canonical import compact_json, format_ts
 from gamma.core.model import Actor, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.render import EXPLANATIONS
@@ -165,7 +165,7 @@ def _admitted(res: Resolution, explanations: dict[str, Explanation], order: dict
                 f"<td>{_e(a.scope)}</td><td>{_e(a.authority)}</td><td>{_e(a.kind)}/{_e(a.priority)}</td></tr>"
             )
         out.append("</table>")
-    out.append(_details([explanations[a.fact] for a in ordered]))
+    out.append(_details([explanations[a.fact] for a in ordered], open_=False))
     return "\n".join(out)
 
 
@@ -191,56 +191,56 @@ def _excluded(res: Resolution, explanations: dict[str, Explanation], order: dict
             f"<td>{_e(why)}</td><td>{value}</td></tr>"
         )
     out.append("</table>")
-    out.append(_details([explanations[x.fact] for x in items]))
+    out.append(_details([explanations[x.fact] for x in items], open_=True))
     return "\n".join(out)
 
 
-def _details(items: list[Explanation]) -> str:
+def _details(items: list[Explanation], *, open_: bool) -> str:
     out = []
     for ex in items:
         label = ex.decision + (f": {', '.join(ex.codes)}" if ex.codes else "")
         out.append(
-            f'<details class="explain" data-fact="{_e(ex.fact)}"><summary>{_e(ex.fact)} — {_e(label)}</summary>'
+            f'<details class="explain" data-fact="{_e(ex.fact)}"{" open" if open_ else ""}><summary>{_e(ex.fact)} — {_e(label)}</summary>'
             f"{_svg(ex)}<pre>{_e(ex.render())}</pre></details>"
         )
     return "\n".join(out)
 
 
 def _svg(ex: Explanation) -> str:
-    """The fact's timeline on a time axis: one mark per step, the validity window, t marked."""
+    """The fact's timeline in time order, one mark per step (evenly spaced, each labelled
+    with its time), the validity window as a bar up to its end, and t marked last."""
     steps = [s for s in ex.timeline if s.ts is not None]
-    at = parse_ts(ex.at)
     if not steps:
         return ""
-    times = [parse_ts(s.ts) for s in steps if s.ts is not None] + [at]
-    start, end = min(times), max(times)
-    span = (end - start).total_seconds() or 1.0
-    width, left, right = 760, 20, 60
+    width, left, gap = 760, 30, min(110, 700 // (len(steps) + 1))
 
-    def x(ts: datetime) -> float:
-        return round(left + (ts - start).total_seconds() / span * (width - left - right), 1)
+    def x(i: int) -> int:
+        return left + i * gap
 
     marks = []
-    opened = [s for s in steps if s.type == "assert" and s.facts == ()]
-    if opened and opened[0].ts is not None:
-        x0 = x(parse_ts(opened[0].ts))
-        closed = [s for s in steps if s.type == "window" and "closed" in s.did]
-        x1 = x(parse_ts(closed[0].ts)) if closed and closed[0].ts else x(at)
-        marks.append(f'<rect x="{x0}" y="22" width="{max(x1 - x0, 1)}" height="8" fill="#cfd9f7"/>')
+    own = [i for i, s in enumerate(steps) if s.type == "assert" and not s.facts]
+    ends = [i for i, s in enumerate(steps) if s.did.startswith(("retracted", "superseded", "window closed",
+                                                                "outranked", "overridden"))]
+    if own:
+        x0 = x(own[0])
+        x1 = x(ends[0]) if ends and ends[0] > own[0] else x(len(steps))
+        color = "#f4c7c7" if ex.decision == "excluded" else "#cfe8d2"
+        marks.append(f'<rect x="{x0}" y="22" width="{max(x1 - x0, 2)}" height="8" rx="3" fill="{color}"/>')
     for i, s in enumerate(steps):
         assert s.ts is not None
-        cx = x(parse_ts(s.ts))
         color = _COLORS.get(s.type, "#555")
         marks.append(
-            f'<circle cx="{cx}" cy="26" r="5" fill="{color}"><title>{_e(_step_title(s))}</title></circle>'
-            f'<text x="{cx}" y="{48 + 11 * (i % 3)}" text-anchor="middle">{_e(s.event or s.type)}</text>'
+            f'<circle cx="{x(i)}" cy="26" r="6" fill="{color}"><title>{_e(_step_title(s))}</title></circle>'
+            f'<text x="{x(i)}" y="50" text-anchor="middle">{_e(s.event or s.type)}</text>'
+            f'<text x="{x(i)}" y="63" text-anchor="middle">{_e(s.ts[5:16].replace("T", " "))}</text>'
         )
-    tx = x(at)
-    marks.append(f'<line x1="{tx}" y1="8" x2="{tx}" y2="40" stroke="#c62828" stroke-dasharray="3 2"/>'
-                 f'<text x="{tx + 4}" y="14">t</text>')
-    return (f'<svg class="timeline" role="img" width="{width}" height="84" viewBox="0 0 {width} 84">'
+    tx = x(len(steps))
+    marks.append(f'<line x1="{tx}" y1="6" x2="{tx}" y2="40" stroke="#c62828" stroke-width="2"/>'
+                 f'<text x="{tx}" y="50" text-anchor="middle" fill="#c62828">t</text>'
+                 f'<text x="{tx}" y="63" text-anchor="middle">{_e(ex.at[5:16].replace("T", " "))}</text>')
+    return (f'<svg class="timeline" role="img" width="{width}" height="72" viewBox="0 0 {width} 72">'
             f'<title>{_e("timeline of " + ex.fact)}</title>'
-            f'<line x1="{left}" y1="26" x2="{width - right}" y2="26" stroke="#9aa4b8"/>'
+            f'<line x1="{left - 10}" y1="26" x2="{tx}" y2="26" stroke="#9aa4b8"/>'
             + "".join(marks) + "</svg>")
 
 
