@@ -63,7 +63,8 @@ def test_cli_report(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     args = ["report", str(EXAMPLE / "acme.jsonl"), "--actor", str(EXAMPLE / "alice.json"),
             "--at", AT, "--out", str(out), "--auditor"]
-    assert CliRunner().invoke(cli, args).exit_code == 0
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0, (done.output, done.exception)
     assert "&quot;$40,000&quot;" in out.read_text()
 
 
