@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import gamma
 from gamma.audit.explain import apply_changes, explain
-from gamma.cli import cli
+from gamma.cli import main
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
 LOG = EXAMPLE / "acme.jsonl"
@@ -19,6 +19,18 @@ AT = "2026-03-02T10:00:00Z"
 EVENTS = gamma.load_events(LOG)
 RES = gamma.resolve(EVENTS, ALICE, AT)
 HIDDEN = {"F8": "$40,000", "F16": "$8,000", "F20": True, "G1": "50%"}
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """``gamma ARGS`` in-process as the console runs it (main configures the log to this stderr)."""
+    runner = CliRunner()
+    code = 0
+    with runner.isolation() as (out, _err, _):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue().decode("utf-8")
+
 
 
 @pytest.mark.parametrize("fact", [x.fact for x in RES.excluded] + [a.fact for a in RES.admitted])
@@ -101,12 +113,11 @@ def test_auditor_view_shows_value_and_every_event(fact: str) -> None:
 
 
 def test_cli_explain_text_json_and_public_api(tmp_path: Path) -> None:
-    runner = CliRunner()
     args = ["explain", str(LOG), "F13", "--actor", str(EXAMPLE / "alice.json"), "--at", AT]
-    text = runner.invoke(cli, args)
-    assert text.exit_code == 0 and "budget cancelled" in text.stdout
-    out = runner.invoke(cli, [*args, "--format", "json"])
-    obj = json.loads(out.stdout.splitlines()[0])
+    code, text = run_cli(*args)
+    assert code == 0 and "budget cancelled" in text
+    code, out = run_cli(*args, "--format", "json")
+    obj = json.loads(out)
     assert obj["decision"] == "excluded" and obj["changes"][0]["code"] == "retracted"
     assert gamma.explain(str(LOG), "F13", ALICE, AT).to_dict() == obj
 

@@ -13,12 +13,24 @@ from click.testing import CliRunner
 
 import gamma
 from gamma.audit.report import report
-from gamma.cli import cli
+from gamma.cli import main
 from tests.helpers import A, G, R, actor, log
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
 AT = "2026-03-02T10:00:00Z"
 EVIL = "<script>window.__pwned=1;document.title='PWNED'</script><img src=x onerror=\"window.__pwned=2\">"
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """``gamma ARGS`` in-process as the console runs it (main configures the log to this stderr)."""
+    runner = CliRunner()
+    code = 0
+    with runner.isolation() as (out, _err, _):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue().decode("utf-8")
+
 
 
 def evil_log() -> tuple[gamma.Event, ...]:
@@ -63,8 +75,7 @@ def test_cli_report(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     args = ["report", str(EXAMPLE / "acme.jsonl"), "--actor", str(EXAMPLE / "alice.json"),
             "--at", AT, "--out", str(out), "--auditor"]
-    done = CliRunner().invoke(cli, args)
-    assert done.exit_code == 0, (done.output, done.exception)
+    assert run_cli(*args)[0] == 0
     assert "&quot;$40,000&quot;" in out.read_text()
 
 
