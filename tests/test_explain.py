@@ -129,3 +129,10 @@ def test_resolve_text_sorts_by_position_and_shows_specifics() -> None:
     assert "superseded by F3" in text
     back = gamma.Resolution.from_dict(json.loads(RES.to_json())).render("text")
     assert back.index("  F3 ") < back.index("  F17 ")
+
+
+def test_actor_view_shows_no_value_of_a_visible_excluded_fact() -> None:
+    actor_view = explain(EVENTS, "F2", ALICE, AT)
+    assert '"10%"' not in actor_view.to_json() + actor_view.render()
+    assert '"10%"' in explain(EVENTS, "F2", ALICE, AT, auditor=True).render()
+    assert '"15%"' in explain(EVENTS, "F3", ALICE, AT).render()  # admitted: shown

@@ -183,6 +183,10 @@ def explain(
             ]
         else:
             timeline = [_mask(s, res) for s in timeline]
+            if admitted is None and fact_event is not None:  # the resolution shows no value
+                own = _describe_assert(fact_event, with_value=False)
+                timeline = [attrs.evolve(s, did=own) if s.event == fact_event.id else s
+                            for s in timeline]
     tree = None
     if fact_event is not None and fact_event.depends_on and (auditor or not hidden):
         tree = _tree(fact, res, asserts, auditor, set())
@@ -218,8 +222,9 @@ def _mask(step: Step, res: Resolution) -> Step:
     return step
 
 
-def _describe_assert(e: Assert) -> str:
-    parts = [f"asserted {inert(e.key)} = {compact_json(e.value)}"]
+def _describe_assert(e: Assert, *, with_value: bool = True) -> str:
+    shown = compact_json(e.value) if with_value else "(value not shown: not admitted)"
+    parts = [f"asserted {inert(e.key)} = {shown}"]
     status = e.status or "committed"
     parts.append(status if status != "committed" else "committed")
     if e.authority:
