@@ -58,6 +58,8 @@ from gamma.scoring.metrics import Rate, Score
 _LAZY = {
     "validate": "gamma.api",
     "score": "gamma.api",
+    "explain": "gamma.api",
+    "Explanation": "gamma.audit.explain",
     "Store": "gamma.storage.store",
     "AppendResult": "gamma.storage.store",
     "VerifyReport": "gamma.storage.verify",
@@ -97,6 +99,8 @@ __all__ = [
     "AuditDiff",
     "resolve",
     "validate",
+    "explain",
+    "Explanation",
     "Validation",
     "Violation",
     "score",

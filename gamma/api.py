@@ -10,12 +10,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gamma.audit import explain as _explain
 from gamma.core.model import Actor, Event
 from gamma.core.policy import Policy
 from gamma.scoring import findings, metrics
 from gamma.storage.sources import events_and_policy
 
-__all__ = ["score", "validate"]
+__all__ = ["explain", "score", "validate"]
 
 
 def validate(
@@ -48,3 +49,18 @@ def score(
     """Score one system's responses against reference resolutions of ``log``."""
     events, policy = events_and_policy(log, policy)
     return metrics.score(responses, events, policy=policy)
+
+
+def explain(
+    log: str | Path | Sequence[Event],
+    fact: str,
+    actor: Actor | dict[str, Any],
+    at: datetime | str,
+    policy: Policy | None = None,
+    *,
+    auditor: bool = False,
+) -> _explain.Explanation:
+    """Why ``fact`` is admitted or excluded for ``actor`` at ``at``: its timeline, its
+    dependency tree and the verified changes of input that would change the decision."""
+    events, policy = events_and_policy(log, policy)
+    return _explain.explain(events, fact, actor, at, policy=policy, auditor=auditor)

@@ -39,6 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "conformance": ("conformance", "conformance_command"),
     "import": ("importer", "import_group"),
     "policies": ("policies", "policies_command"),
+    "explain": ("explain", "explain_command"),
+    "report": ("explain", "report_command"),
 }
 
 

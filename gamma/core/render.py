@@ -131,6 +131,14 @@ def render_text(resolution: Resolution) -> str:
         "",
         f"ADMITTED ({len(resolution.admitted)})",
     ]
+    position = dict(resolution.positions)
+    retract_reasons = dict(resolution.retract_reasons)
+
+    def by_position(fact: str) -> tuple[int, list[tuple[int, str]]]:
+        # log order; without positions (a resolution read back from JSON) F3 still before F17
+        natural = [(int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"(\d+)", fact) if p]
+        return (position.get(fact, len(position)), natural)
+
     rows = [
         [
             a.fact,
@@ -141,15 +149,21 @@ def render_text(resolution: Resolution) -> str:
             a.kind + ("" if a.priority == "hard" else f"/{a.priority}"),
             "needs recheck" if a.needs_recheck else "",
         ]
-        for a in resolution.admitted
+        for a in sorted(resolution.admitted, key=lambda a: by_position(a.fact))
     ]
     out += _table(["fact", "key", "value", "scope", "authority", "kind", "recheck"], rows)
     out += ["", f"EXCLUDED ({len(resolution.excluded)})"]
     rows = []
-    for x in resolution.excluded:
+    for x in sorted(resolution.excluded, key=lambda x: by_position(x.fact)):
         for i, reason in enumerate(x.reasons):
             detail = EXPLANATIONS[reason.code]
-            if reason.facts:
+            if reason.code == "superseded" and reason.facts:
+                detail = f"superseded by {', '.join(inert(f) for f in reason.facts)}"
+            elif reason.code == "retracted" and x.fact in retract_reasons and not (
+                {"access_denied", "dependency_restricted"} & set(x.codes)
+            ):
+                detail += f": {_value(retract_reasons[x.fact])}"
+            elif reason.facts:
                 detail += f" ({', '.join(reason.facts)})"
             rows.append(
                 [

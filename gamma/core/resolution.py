@@ -38,6 +38,9 @@ class Resolution:
     recheck_inputs: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(
         default=(), eq=False, repr=False
     )
+    # for the text report only (not serialised): each fact's log position, retracts' reasons
+    positions: tuple[tuple[str, int], ...] = attrs.field(default=(), eq=False, repr=False)
+    retract_reasons: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
 
     @functools.cached_property
     def digest(self) -> str:

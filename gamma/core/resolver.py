@@ -72,6 +72,7 @@ class _Fact:
     commit_pos: int | None = None
     commit_event: str | None = None
     retracted_by: str | None = None
+    retract_reason: str | None = None
     superseded_by: _Fact | None = None
     superseding_event: str | None = None
 
@@ -100,6 +101,7 @@ class _Fold:
         self.order: list[_Fact] = []
         self.others: list[Assert] = []
         self.experiences: list[Experience] = []
+        self.positions: dict[str, int] = {}  # fact -> log position of its assert (for text)
         self.ignored: set[tuple[str, str, str]] = set()
         self.live_by_slot: dict[tuple[str, str], list[_Fact]] = defaultdict(list)
         self.pending: list[tuple[datetime, int, str]] = []
@@ -121,6 +123,7 @@ class _Fold:
         )
         self.facts[event.fact] = fact
         self.order.append(fact)
+        self.positions[event.fact] = pos
         if (event.status or "committed") == "committed":
             self.commit(fact, pos, event.id, event.ts)
 
@@ -130,6 +133,7 @@ class _Fold:
             self.ignored.add((event.id, _INSUFFICIENT, fact.id))
         elif fact.retracted_by is None:
             fact.retracted_by = event.id
+            fact.retract_reason = event.reason
             self._unslot(fact)
 
     def on_promote(self, pos: int, event: Promote) -> None:
@@ -309,6 +313,7 @@ def resolve(
         if event.tenant != actor.tenant:
             if isinstance(event, Assert):
                 fold.others.append(event)
+                fold.positions[event.fact] = pos
             continue
         fold.run_pending(event.ts)
         _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
@@ -380,6 +385,10 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         ),
         known_unknowns=_known_unknowns(fold, codes, admitted_ids, policy),
         recheck_inputs=tuple(sorted((f, tuple(sorted(o))) for f, o in recheck.items())),
+        positions=tuple(sorted(fold.positions.items())),
+        retract_reasons=tuple(
+            sorted((f.id, f.retract_reason) for f in fold.order if f.retract_reason is not None)
+        ),
     )
 
 

@@ -1,0 +1,138 @@
+"""gamma explain: decisions as resolve gives them, timelines, verified counterfactuals, no leaks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import gamma
+from gamma.audit.explain import apply_changes, explain
+from gamma.cli import main
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
+LOG = EXAMPLE / "acme.jsonl"
+ALICE = json.loads((EXAMPLE / "alice.json").read_text())
+AT = "2026-03-02T10:00:00Z"
+EVENTS = gamma.load_events(LOG)
+RES = gamma.resolve(EVENTS, ALICE, AT)
+HIDDEN = {"F8": "$40,000", "F16": "$8,000", "F20": True, "G1": "50%"}
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """``gamma ARGS`` in-process as the console runs it (main configures the log to this stderr)."""
+    runner = CliRunner()
+    code = 0
+    with runner.isolation() as (out, _err, _):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue().decode("utf-8")
+
+
+
+@pytest.mark.parametrize("fact", [x.fact for x in RES.excluded] + [a.fact for a in RES.admitted])
+def test_decision_is_resolves(fact: str) -> None:
+    for auditor in (False, True):
+        ex = explain(EVENTS, fact, ALICE, AT, auditor=auditor)
+        excluded = RES.excluded_fact(fact)
+        assert ex.decision == ("excluded" if excluded else "admitted")
+        assert ex.reasons == (excluded.reasons if excluded else ())
+
+
+@pytest.mark.parametrize("excluded", RES.excluded, ids=lambda x: x.fact)
+def test_every_counterfactual_removes_its_code(excluded: gamma.Excluded) -> None:
+    ex = explain(EVENTS, excluded.fact, ALICE, AT, auditor=True)
+    if excluded.codes == ("tenant_isolation",):
+        assert ex.changes == ()
+        return
+    assert {c.code for c in ex.changes} == set(excluded.codes)
+    for change in ex.changes:
+        events, actor, at = apply_changes(EVENTS, RES.actor, RES.at, change.changes)
+        after = gamma.resolve(events, actor, at)
+        still = after.excluded_fact(excluded.fact)
+        assert still is None or change.code not in still.codes
+
+
+def test_examples_of_changes_as_data() -> None:
+    f8 = explain(EVENTS, "F8", ALICE, AT, auditor=True).changes[0].changes
+    assert {"kind": "clearance", "at_least": "confidential"} in f8
+    assert any(c["kind"] == "grant" and c["fact"] == "F8" for c in f8)
+    assert explain(EVENTS, "F13", ALICE, AT).changes[0].changes == (
+        {"kind": "at", "before": "2026-03-01T09:14:00Z"},
+    )
+    assert explain(EVENTS, "F14", ALICE, AT).changes[0].changes == (
+        {"kind": "scope", "within": "apollo"},
+    )
+
+
+def test_timeline_names_what_each_event_did() -> None:
+    f13 = explain(EVENTS, "F13", ALICE, AT)
+    assert [(s.position, s.event) for s in f13.timeline] == [(12, "e13"), (13, "e14")]
+    assert '"budget cancelled"' in f13.timeline[1].did
+    f2 = explain(EVENTS, "F2", ALICE, AT).timeline
+    assert "superseded by F3" in f2[1].did
+    f4 = explain(EVENTS, "F4", ALICE, AT).timeline
+    assert any(s.event == "e20" and "ignored: insufficient authority" in s.did for s in f4)
+    assert any(s.event == "e21" and "ignored" in s.did for s in f4)
+    f19 = explain(EVENTS, "F19", ALICE, AT).timeline
+    assert any(s.event == "e23" and "changed this actor's access" in s.did for s in f19)
+    f11 = explain(EVENTS, "F11", ALICE, AT).timeline
+    assert [s.type for s in f11] == ["assert", "window"]
+    f15 = explain(EVENTS, "F15", ALICE, AT)
+    assert any("F15 <- F13" in s.did and s.event == "e14" for s in f15.timeline)
+    assert f15.tree is not None and f15.tree.children[0].fact == "F13"
+    assert f15.tree.children[0].codes == ("retracted",)
+
+
+@pytest.mark.parametrize("fact", sorted(HIDDEN))
+def test_actor_view_leaks_nothing_the_resolution_does_not_show(fact: str) -> None:
+    shown = RES.to_json()
+    ex = explain(EVENTS, fact, ALICE, AT)
+    text = ex.to_json() + ex.render()
+    if isinstance(HIDDEN[fact], str):
+        assert json.dumps(HIDDEN[fact]) not in text
+    assert "value" not in ex.render()
+    assert ex.value is None and ex.changes == () and ex.tree is None
+    for writer in ("hr-system", "globex-crm", "confidential", '"hr"', '"legal"', "2026-03-01T"):
+        assert writer not in text
+    ids = {s.event for s in ex.timeline}
+    assert all(i in shown for i in ids)
+    if fact == "G1":
+        assert ex.key is None and "discount" not in text
+
+
+@pytest.mark.parametrize("fact", sorted(HIDDEN))
+def test_auditor_view_shows_value_and_every_event(fact: str) -> None:
+    ex = explain(EVENTS, fact, ALICE, AT, auditor=True)
+    assert ex.value == HIDDEN[fact]
+    if fact != "G1":
+        assert all(s.writer for s in ex.timeline if s.event)
+
+
+def test_cli_explain_text_json_and_public_api(tmp_path: Path) -> None:
+    args = ["explain", str(LOG), "F13", "--actor", str(EXAMPLE / "alice.json"), "--at", AT]
+    code, text = run_cli(*args)
+    assert code == 0 and "budget cancelled" in text
+    code, out = run_cli(*args, "--format", "json")
+    obj = json.loads(out)
+    assert obj["decision"] == "excluded" and obj["changes"][0]["code"] == "retracted"
+    assert gamma.explain(str(LOG), "F13", ALICE, AT).to_dict() == obj
+
+
+def test_resolve_text_sorts_by_position_and_shows_specifics() -> None:
+    text = RES.render("text")
+    assert text.index("  F3 ") < text.index("  F17 ") < text.index("  F21 ")
+    assert 'withdrawn by a retract: "budget cancelled"' in text
+    assert "superseded by F3" in text
+    back = gamma.Resolution.from_dict(json.loads(RES.to_json())).render("text")
+    assert back.index("  F3 ") < back.index("  F17 ")
+
+
+def test_actor_view_shows_no_value_of_a_visible_excluded_fact() -> None:
+    actor_view = explain(EVENTS, "F2", ALICE, AT)
+    assert '"10%"' not in actor_view.to_json() + actor_view.render()
+    assert '"10%"' in explain(EVENTS, "F2", ALICE, AT, auditor=True).render()
+    assert '"15%"' in explain(EVENTS, "F3", ALICE, AT).render()  # admitted: shown

@@ -1,0 +1,151 @@
+"""gamma report: one self-contained HTML page, every value escaped; opened in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import gamma
+from gamma.audit.report import report
+from gamma.cli import main
+from tests.helpers import A, G, R, actor, log
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
+AT = "2026-03-02T10:00:00Z"
+EVIL = "<script>window.__pwned=1;document.title='PWNED'</script><img src=x onerror=\"window.__pwned=2\">"
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """``gamma ARGS`` in-process as the console runs it (main configures the log to this stderr)."""
+    runner = CliRunner()
+    code = 0
+    with runner.isolation() as (out, _err, _):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue().decode("utf-8")
+
+
+
+def evil_log() -> tuple[gamma.Event, ...]:
+    return log(
+        A("F1", "note", EVIL),
+        A("F2", "secret", EVIL + "SECRET-42", visibility={"roles": ["hr"]}),
+        A("F3", "<b>key</b>", "x"),
+        R("F3", reason=EVIL),
+        G(fact="F2", role="legal"),
+    )
+
+
+def test_every_value_is_escaped() -> None:
+    for auditor in (False, True):
+        page = report(evil_log(), actor(), "2030-01-01T00:00:00Z", auditor=auditor)
+        assert "<script>window" not in page and "<img" not in page and "<b>key" not in page
+        assert page.count("<script>") == 1  # the page's own
+        assert "&lt;script&gt;window.__pwned=1" in page
+
+
+def test_withheld_values_only_for_the_auditor() -> None:
+    events = evil_log()
+    actor_page = report(events, actor(), "2030-01-01T00:00:00Z")
+    auditor_page = report(events, actor(), "2030-01-01T00:00:00Z", auditor=True)
+    assert "SECRET-42" not in actor_page
+    assert "SECRET-42" in auditor_page
+
+
+def test_self_contained_and_lists_every_fact() -> None:
+    events = gamma.load_events(EXAMPLE / "acme.jsonl")
+    alice = json.loads((EXAMPLE / "alice.json").read_text())
+    page = report(events, alice, AT, compare="2026-03-01T09:30:00Z")
+    assert not re.search(r"(src|href)=", page) and "http" not in page.replace("http-equiv", "")
+    res = gamma.resolve(events, alice, AT)
+    for fact in [a.fact for a in res.admitted] + [x.fact for x in res.excluded]:
+        assert f'id="fact-{fact}"' in page
+    assert res.policy in page and res.log in page and 'id="compare"' in page
+    assert page.count("<svg") >= len(res.admitted)
+
+
+def test_cli_report(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    args = ["report", str(EXAMPLE / "acme.jsonl"), "--actor", str(EXAMPLE / "alice.json"),
+            "--at", AT, "--out", str(out), "--auditor"]
+    assert run_cli(*args)[0] == 0
+    assert "&quot;$40,000&quot;" in out.read_text()
+
+
+# -- a real browser ---------------------------------------------------------------------
+
+
+def _driver(profile: Path) -> Any:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (test extra)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={profile}", "--window-size=1100,1500"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+
+
+def _requests(browser: Any, page: str) -> list[str]:
+    """Every request made, but to the browser's own pages and data: URLs (no network)."""
+    urls = []
+    for entry in browser.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            params = message["params"]
+            url = params["request"]["url"]
+            if not url.startswith(("chrome://", "data:")):  # browser-internal, no network
+                urls.append(url)
+    return urls
+
+
+def test_report_in_headless_chromium(tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    events = gamma.load_events(EXAMPLE / "acme.jsonl")
+    alice = json.loads((EXAMPLE / "alice.json").read_text())
+    evil = log(A("F1", "note", EVIL), A("F2", "x", EVIL, visibility={"roles": ["hr"]}))
+    pages = {
+        "acme": report(events, alice, AT),
+        "evil": report(evil, actor(), "2030-01-01T00:00:00Z", auditor=True),
+    }
+    res = gamma.resolve(events, alice, AT)
+    browser = _driver(tmp_path / "profile")
+    try:
+        for name, page in pages.items():
+            path = tmp_path / f"{name}.html"
+            path.write_text(page, encoding="utf-8")
+            browser.get_log("performance")  # drop the browser's own start-up traffic
+            browser.get(path.as_uri())
+            assert browser.execute_script("return window.__pwned === undefined")
+            assert browser.title != "PWNED"
+            assert _requests(browser, path.as_uri()) == [path.as_uri()]  # the page itself, nothing else
+            browser.save_screenshot(str(tmp_path / f"{name}.png"))
+            assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+            if name == "evil":
+                cell = browser.find_element(By.CSS_SELECTOR, "#fact-F1 .value")
+                assert cell.text == json.dumps(EVIL)
+                continue
+            shown = {r.get_attribute("data-fact") for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-fact]")}
+            assert shown == {a.fact for a in res.admitted} | {x.fact for x in res.excluded}
+            assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-filter") == "all"
+            for code in ("access_denied", "retracted", "all"):
+                browser.find_element(By.CSS_SELECTOR, f'button[data-code="{code}"]').click()
+                visible = {r.get_attribute("data-fact")
+                           for r in browser.find_elements(By.CSS_SELECTOR, "tr.excluded") if r.is_displayed()}
+                assert visible == {x.fact for x in res.excluded if code == "all" or code in x.codes}
+    finally:
+        browser.quit()
