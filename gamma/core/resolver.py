@@ -85,7 +85,6 @@ class _Fold:
         self.policy = policy
         self.facts: dict[str, _Fact] = {}
         self.order: list[_Fact] = []
-        self.others: list[Assert] = []
         self.experiences: list[Experience] = []
         self.ignored: set[tuple[str, str, str]] = set()
         self.live_by_slot: dict[tuple[str, str], list[_Fact]] = defaultdict(list)
@@ -254,9 +253,7 @@ def resolve(
     fold = _Fold(actor, policy)
     for pos, event in enumerate(prefix):
         if event.tenant != actor.tenant:
-            if isinstance(event, Assert):
-                fold.others.append(event)
-            continue
+            continue  # isolation is total: another tenant's events are not in the resolution
         fold.run_pending(event.ts)
         _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
     fold.run_pending(at)
@@ -314,9 +311,6 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
                     needs_recheck=fact.id in recheck,
                 )
             )
-    for other in fold.others:
-        reason = Reason("tenant_isolation", (other.id,))
-        excluded.append(Excluded(fact=other.fact, key=None, reasons=(reason,)))
     _ignore_key_access(fold)
     admitted_ids = {a.fact for a in admitted}
     return Resolution(

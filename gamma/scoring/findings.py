@@ -106,6 +106,10 @@ class LogFacts:
                 self.values[event.fact] = event
         self._tokens: dict[str, tuple[Token, ...]] = {}
 
+    def other_tenants(self, tenant: str) -> list[str]:
+        """The facts asserted by tenants other than ``tenant``, in id order."""
+        return sorted(f for f, e in self.values.items() if e.tenant != tenant)
+
     def tokens(self, fact: str) -> tuple[Token, ...]:
         if fact not in self._tokens:
             self._tokens[fact] = value_tokens(self.values[fact].value)
@@ -200,11 +204,13 @@ def check_response(
     exempt = admitted_tokens + question_tokens
     violations: list[Violation] = []
     leaked: list[Token] = []
-    for excluded in resolution.excluded:
-        codes = tuple(r.code for r in excluded.reasons)
+    withheld = [(x.fact, tuple(r.code for r in x.reasons)) for x in resolution.excluded]
+    # a resolution never lists another tenant's facts; the log knows them
+    withheld += [(fact, ("tenant_isolation",)) for fact in facts.other_tenants(resolution.actor.tenant)]
+    for fact_id, codes in sorted(withheld):
         hidden = bool(VISIBILITY_CODES.intersection(codes))
         hits: list[Token] = []
-        for token in facts.tokens(excluded.fact):
+        for token in facts.tokens(fact_id):
             if find(token, exempt):
                 continue
             for said in response_tokens:
@@ -215,7 +221,7 @@ def check_response(
             violations.append(
                 Violation(
                     kind="bypass",
-                    fact=excluded.fact,
+                    fact=fact_id,
                     tokens=_texts(hits),
                     codes=codes,
                     detail="withheld content: "
