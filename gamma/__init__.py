@@ -59,6 +59,7 @@ _LAZY = {
     "validate": "gamma.api",
     "score": "gamma.api",
     "Store": "gamma.storage.store",
+    "Engine": "gamma.storage.engine",
     "AppendResult": "gamma.storage.store",
     "VerifyReport": "gamma.storage.verify",
     "verify_file": "gamma.storage.verify",
@@ -84,6 +85,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "__version__",
     "Store",
+    "Engine",
     "AppendResult",
     "VerifyReport",
     "verify_file",
