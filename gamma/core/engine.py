@@ -89,6 +89,41 @@ class _View:
     order_of: dict[str, int]
 
 
+def _due_at(kept: _TenantFold, at: datetime) -> _Fold:
+    """The kept fold with the deferred effects due by ``at`` run, leaving the kept fold as it is.
+
+    Those effects touch only the due facts, their ``supersedes`` targets and
+    the live facts of their key and scope: those records (and slot lists) are
+    copied before the effects run on them.
+    """
+    fold = kept.fold
+    due = [fold.facts[fact_id] for start, _, fact_id in fold.pending if start <= at]
+    touched: dict[str, _Fact] = {}
+    slots = {}
+    for fact in due:
+        touched[fact.id] = fact
+        for target in fact.event.supersedes or ():
+            touched[target] = fold.facts[target]
+        slot = (fact.event.key, fact.scope)
+        slots[slot] = fold.live_by_slot.get(slot, [])
+        for other in slots[slot]:
+            touched[other.id] = other
+    view = copy.copy(fold)
+    view.facts = dict(fold.facts)
+    view.order = list(fold.order)
+    copies = {fact_id: copy.copy(fact) for fact_id, fact in touched.items()}
+    for fact_id, fresh in copies.items():
+        view.facts[fact_id] = fresh
+        view.order[kept.order_of[fact_id]] = fresh
+    view.live_by_slot = copy.copy(fold.live_by_slot)
+    for slot, members in slots.items():
+        view.live_by_slot[slot] = [copies[f.id] for f in members]
+    view.pending = list(fold.pending)
+    view.ignored = set(fold.ignored)
+    view.run_pending(at)
+    return view
+
+
 class EngineState:
     """Validated events, the chain heads after each, and per-tenant folds (in memory)."""
 
@@ -257,9 +292,11 @@ class EngineState:
             if until >= kept.through:
                 kept.fold.run_pending(until)
                 kept.through = until
-            pending = kept.fold.pending
-            if kept.through <= at and not (pending and pending[0][0] <= at):
-                return _View(kept.fold, kept.by_key, kept.order_of)
+            if kept.through <= at:
+                pending = kept.fold.pending
+                if not (pending and pending[0][0] <= at):
+                    return _View(kept.fold, kept.by_key, kept.order_of)
+                return _View(_due_at(kept, at), kept.by_key, kept.order_of)
         fold = _Fold(attrs.evolve(_NOBODY, tenant=tenant), self.policy)
         by_key: dict[str, list[_Fact]] = {}
         order_of: dict[str, int] = {}
@@ -288,7 +325,8 @@ class EngineState:
             if key in seen:
                 continue
             seen.add(key)
-            for fact in view.by_key.get(key, ()):
+            for kept in view.by_key.get(key, ()):
+                fact = view.fold.facts[kept.id]  # the fold's own record (a copy when effects ran)
                 found.append(fact)
                 for dep in fact.event.depends_on or ():
                     dep_key = view.fold.facts[dep].event.key
