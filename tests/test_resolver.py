@@ -39,7 +39,6 @@ from gamma import (
     Assert,
     Event,
     Policy,
-    Reason,
     Resolution,
     load_events,
     load_policy,
