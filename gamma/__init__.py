@@ -61,6 +61,7 @@ _LAZY = {
     "explain": "gamma.api",
     "Explanation": "gamma.audit.explain",
     "Store": "gamma.storage.store",
+    "Engine": "gamma.storage.engine",
     "AppendResult": "gamma.storage.store",
     "VerifyReport": "gamma.storage.verify",
     "verify_file": "gamma.storage.verify",
@@ -86,6 +87,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "__version__",
     "Store",
+    "Engine",
     "AppendResult",
     "VerifyReport",
     "verify_file",

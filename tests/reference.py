@@ -409,17 +409,8 @@ class _Resolver:
                 if not codes[f] and any(origins(d, "validity") for d in deps):
                     recheck.add(f)
 
-        # Every fact of another tenant in H_t: tenant_isolation only, key null.
+        # Another tenant's facts are not in the resolution at all (isolation is total).
         excluded = []
-        for event in self.cut:
-            if event.type == "assert" and event.tenant != self.tenant:
-                excluded.append(
-                    {
-                        "fact": event.get("fact"),
-                        "key": None,
-                        "reasons": [reason("tenant_isolation", [event.id])],
-                    }
-                )
         admitted = []
         for f in ids:
             asserted = self.assert_of(f)

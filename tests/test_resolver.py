@@ -41,7 +41,6 @@ from gamma import (
     Assert,
     Event,
     Policy,
-    Reason,
     Resolution,
     load_events,
     load_policy,
@@ -57,23 +56,15 @@ IA = "insufficient_authority"
 
 
 class TestTenantIsolation:
-    def test_other_tenant_fact_gets_only_tenant_isolation(self) -> None:
-        """Another tenant's fact is excluded with tenant_isolation alone and key null, whatever else holds."""
+    def test_other_tenant_fact_is_not_listed(self) -> None:
+        """Another tenant's fact is neither admitted nor excluded: isolation is total."""
         res = run(
             A("F1", "k", "v1"),
             A("G1", "k", "v2", tenant="globex", status="draft", valid_until=ts(3)),
         )
         assert admitted_ids(res) == ["F1"]
-        item = res.excluded_fact("G1")
-        assert item is not None and item.key is None
-        assert item.reasons == (Reason("tenant_isolation", ("e2",), ()),)
-        assert res.to_dict()["excluded"] == [
-            {
-                "fact": "G1",
-                "key": None,
-                "reasons": [{"code": "tenant_isolation", "events": ["e2"], "facts": []}],
-            }
-        ]
+        assert res.excluded_fact("G1") is None
+        assert res.to_dict()["excluded"] == []
 
     def test_other_tenant_same_key_does_not_supersede(self) -> None:
         """A later same-key fact of another tenant neither supersedes nor outranks ours."""
@@ -95,13 +86,12 @@ class TestTenantIsolation:
         assert reason(res, "F1", "access_denied") == (("e1",), ())
 
     def test_actor_of_other_tenant(self) -> None:
-        """Facts are admitted for their own tenant's actor only; the rest are tenant_isolation."""
+        """Facts are admitted for their own tenant's actor only; the other tenant's are not listed."""
         res = run(
             A("F1", "k", "v1"), A("G1", "k", "v2", tenant="globex"), who=actor("gina", "globex")
         )
         assert admitted_ids(res) == ["G1"]
-        assert codes(res, "F1") == ("tenant_isolation",)
-        assert res.excluded_fact("F1").key is None  # type: ignore[union-attr]
+        assert excluded_ids(res) == []
 
 
 class TestAccessControl:
@@ -961,8 +951,8 @@ class TestTimeCut:
 
 
 def check_invariants(res: Resolution, events: tuple[Event, ...], at: datetime) -> None:
-    """Every fact of H_t is admitted or excluded, exactly once; every reason points at real events and facts."""
-    cut = [e for e in events if e.ts <= at]
+    """Every fact of the actor's tenant in H_t is admitted or excluded, exactly once; every reason points at real events and facts of that tenant."""
+    cut = [e for e in events if e.ts <= at and e.tenant == res.actor.tenant]
     event_ids = {e.id for e in cut}
     fact_ids = {e.fact for e in cut if isinstance(e, Assert)}
     admitted = [a.fact for a in res.admitted]

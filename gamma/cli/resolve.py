@@ -34,6 +34,13 @@ from gamma.core.resolver import resolve
     help="text: a readable report; json: the canonical record; context: the prompt block.",
 )
 @click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="KEY",
+    help="With --format context: only the facts of this key (repeatable).",
+)
+@click.option(
     "--audit",
     "audit_path",
     type=click.Path(dir_okay=False),
@@ -41,7 +48,13 @@ from gamma.core.resolver import resolve
     help="Also write the audit record (resolution + engine + event count) to this file.",
 )
 def resolve_command(
-    log: str, actor: str, at: str, policy_path: str | None, fmt: str, audit_path: str | None
+    log: str,
+    actor: str,
+    at: str,
+    policy_path: str | None,
+    fmt: str,
+    keys: tuple[str, ...],
+    audit_path: str | None,
 ) -> None:
     """Resolve LOG for an actor at a time: what may the actor rely on, and why not the rest."""
     with command("resolve", log=log, format=fmt) as record:
@@ -54,7 +67,9 @@ def resolve_command(
             from gamma.audit.replay import write_audit  # lazy: only --audit needs the audit layer
 
             write_audit(audit_path, resolution, events)
-        click.echo(resolution.render(fmt), nl=fmt == "json")
+        if keys and fmt != "context":
+            raise click.UsageError("--key applies to --format context only")
+        click.echo(resolution.render(fmt, keys=keys or None), nl=fmt == "json")
         record.update(
             events=len(events),
             admitted=len(resolution.admitted),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gamma.core.canonical import format_ts
@@ -77,28 +78,42 @@ def _value(value: object) -> str:
     return _escape_unsafe(json.dumps(value, ensure_ascii=False))
 
 
-def render(resolution: Resolution, format: str = "text") -> str:
+def render(
+    resolution: Resolution, format: str = "text", *, keys: Iterable[str] | None = None
+) -> str:
     if format == "text":
         return render_text(resolution)
     if format == "context":
-        return render_context(resolution)
+        return render_context(resolution, keys=keys)
     if format == "json":
         return resolution.to_json()
     raise ValueError(f"unknown format {format!r} (expected text, json or context)")
 
 
-def render_context(resolution: Resolution) -> str:
-    """The actor-facing block: binding facts, preferences, needs recheck, known unknowns."""
+def render_context(resolution: Resolution, *, keys: Iterable[str] | None = None) -> str:
+    """The actor-facing block: binding facts, preferences, needs recheck, known unknowns.
+
+    Linear in the admitted facts (plus one sort); ``keys`` keeps only the
+    facts and known unknowns of those keys (the block a turn needs).
+    """
     actor = resolution.actor
     lines = [
         f"# Authorized state for {inert(actor.id)} (tenant {inert(actor.tenant)},"
         f" scope {inert(actor.scope)}) at {format_ts(resolution.at)}"
     ]
     inputs = dict(resolution.recheck_inputs)
-    ordered = sorted(resolution.admitted, key=lambda a: (a.key, a.fact))
-    binding = [a for a in ordered if not a.needs_recheck and a.priority == "hard" and a.kind != "preference"]
-    preferences = [a for a in ordered if not a.needs_recheck and a not in binding]
-    recheck = [a for a in ordered if a.needs_recheck]
+    wanted = None if keys is None else frozenset(keys)
+    admitted = [a for a in resolution.admitted if wanted is None or a.key in wanted]
+    ordered = sorted(admitted, key=lambda a: (a.key, a.fact))
+    binding, preferences, recheck = [], [], []
+    for a in ordered:
+        if a.needs_recheck:
+            recheck.append(a)
+        elif a.priority == "hard" and a.kind != "preference":
+            binding.append(a)
+        else:
+            preferences.append(a)
+    unknown = [k for k in resolution.known_unknowns if wanted is None or k in wanted]
 
     def line(a: object) -> str:
         return f"- [{inert(a.fact)}] {inert(a.key)} = {_value(a.value)}"  # type: ignore[attr-defined]
@@ -112,9 +127,9 @@ def render_context(resolution: Resolution) -> str:
         for a in recheck:
             changed = ", ".join(inert(f) for f in inputs.get(a.fact, ()))
             lines.append(f"{line(a)} (an input changed: {changed})")
-    if resolution.known_unknowns:
+    if unknown:
         lines.append("## Known unknowns")
-        lines += [f"- {inert(key)}: no current value" for key in resolution.known_unknowns]
+        lines += [f"- {inert(key)}: no current value" for key in unknown]
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,7 @@ rendered context only; they are derivable from the log and not serialised.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -85,6 +86,9 @@ class Resolution:
                 return item
         return None
 
-    def render(self, format: str = "text") -> str:
-        """Render for people (``text``) or for the prompt (``context``); ``json`` is to_json."""
-        return render_resolution(self, format)
+    def render(self, format: str = "text", *, keys: Iterable[str] | None = None) -> str:
+        """Render for people (``text``) or for the prompt (``context``); ``json`` is to_json.
+
+        ``keys`` restricts the context block to the facts of those keys.
+        """
+        return render_resolution(self, format, keys=keys)

@@ -99,7 +99,6 @@ class _Fold:
         self.policy = policy
         self.facts: dict[str, _Fact] = {}
         self.order: list[_Fact] = []
-        self.others: list[Assert] = []
         self.experiences: list[Experience] = []
         self.positions: dict[str, int] = {}  # fact -> log position of its assert (for text)
         self.ignored: set[tuple[str, str, str]] = set()
@@ -311,10 +310,7 @@ def resolve(
     fold = _Fold(actor, policy)
     for pos, event in enumerate(prefix):
         if event.tenant != actor.tenant:
-            if isinstance(event, Assert):
-                fold.others.append(event)
-                fold.positions[event.fact] = pos
-            continue
+            continue  # isolation is total: another tenant's events are not in the resolution
         fold.run_pending(event.ts)
         _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
     fold.run_pending(at)
@@ -360,9 +356,6 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
                     needs_recheck=fact.id in recheck,
                 )
             )
-    for other in fold.others:
-        reason = Reason("tenant_isolation", (other.id,))
-        excluded.append(Excluded(fact=other.fact, key=None, reasons=(reason,)))
     _ignore_key_access(fold)
     admitted_ids = {a.fact for a in admitted}
     replacements: dict[str, str | None] = {}

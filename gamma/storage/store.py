@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,24 +24,28 @@ from types import TracebackType
 from typing import Any, NamedTuple, Self
 
 import attrs
+import cattrs
 from sqlite_utils import Database
 
 from gamma.core.canonical import canonical_json, format_ts
 from gamma.core.chain import GENESIS_HEX, keyed_step, step
-from gamma.core.errors import InputError, StoreBusyError, StoreError
+from gamma.core.convert import converter
+from gamma.core.errors import InputError, IntegrityError, StoreBusyError, StoreError
 from gamma.core.events import (
+    LogIndex,
+    MemoryIndex,
     canonical_event,
     decode_json,
     event_from_json,
     event_to_json,
     validate_log,
 )
-from gamma.core.model import Event, Experience
+from gamma.core.model import EVENT_TYPES, Event, Experience
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.storage.migrations import LATEST, current_version, from_micros, migrate, ts_micros
 from gamma.storage.verify import ChainRow, SqlRowLookup, VerifyReport, check_rows
 
-__all__ = ["BUSY_TIMEOUT", "MIN_KEY_BYTES", "SQLITE_HEADER", "AppendResult", "Store", "check_key", "is_store"]
+__all__ = ["check_stored", "BUSY_TIMEOUT", "MIN_KEY_BYTES", "SQLITE_HEADER", "AppendResult", "Store", "check_key", "is_store"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -61,6 +65,7 @@ MIN_KEY_BYTES = 16
 FORMAT = "gamma-store"
 _COLUMNS = list(ChainRow._fields)
 _SELECT = ", ".join(_COLUMNS)
+_READ = "position, body, prev_head, head"
 _PLACEHOLDER_TS = "1970-01-01T00:00:00Z"  # stands in for an omitted ts until the store stamps it
 _KEY_CHECK = b"gamma store key check"
 _LOOKUP_CHUNK = 500
@@ -293,18 +298,55 @@ class Store:
         row = self._query("SELECT coalesce(max(position), 0) FROM events").fetchone()
         return int(row[0])
 
-    def events(self, *, until: datetime | None = None) -> tuple[Event, ...]:
-        """The stored events in order (those with ``ts <= until`` when given)."""
-        sql, args = "SELECT position, body FROM events", []
-        if until is not None:
-            sql, args = sql + " WHERE ts_us <= ?", [ts_micros(until)]
-        policy, source = self.policy, str(self.path)
-        return tuple(
-            event_from_json(
-                decode_json(body, source=source, line=pos), policy=policy, source=source, line=pos
-            )
-            for pos, body in self._query(sql + " ORDER BY position", args)
-        )
+    def events(
+        self,
+        *,
+        since: int = 0,
+        until: datetime | None = None,
+        index: LogIndex | None = None,
+    ) -> tuple[Event, ...]:
+        """The stored events after position ``since``, in order (those with ``ts <= until`` when given).
+
+        Rows were validated when appended, so they are not validated or
+        re-serialised again: each event keeps its stored canonical body. What
+        a reader relies on is re-checked cheaply (``check_stored``): positions
+        without gaps, each row's link to the one before and its body hashing
+        to its head, and ids and references against ``index`` (a fresh one
+        when reading from the start). A failure is an IntegrityError naming
+        the position.
+        """
+        events, _ = self.read(since=since, until=until, index=index)
+        return tuple(events)
+
+    def read(
+        self,
+        *,
+        since: int = 0,
+        until: datetime | None = None,
+        prev: str | None = None,
+        index: LogIndex | None = None,
+    ) -> tuple[list[Event], list[bytes]]:
+        """``events`` with the chain head after each; ``prev`` is the head the reader holds
+        at ``since`` (by default the stored one), so a rewritten history is caught too."""
+        with self._snapshot():
+            if prev is None:
+                prev = self._head_at(since)
+            sql, args = f"SELECT {_READ} FROM events WHERE position > ?", [since]
+            if until is not None:
+                sql, args = sql + " AND ts_us <= ?", [since, ts_micros(until)]
+            rows = self._query(sql + " ORDER BY position", args).fetchall()
+        if index is None and since == 0:
+            index = MemoryIndex()
+        return check_stored(rows, since=since, prev=prev, index=index, source=str(self.path))
+
+    def _head_at(self, position: int) -> str:
+        """The stored head after ``position`` (64 zeros for 0)."""
+        if position == 0:
+            return GENESIS_HEX
+        row = self._query("SELECT head FROM events WHERE position = ?", [position]).fetchone()
+        if row is None:
+            raise IntegrityError(f"{self.path}: position {position} is not in the store")
+        return str(row[0])
 
     def export(self) -> Iterator[str]:
         """The canonical JSON of every event, in order, one string per line (no newline)."""
@@ -500,6 +542,67 @@ class Store:
             yield
         finally:
             self._db.rollback()
+
+
+def check_stored(
+    rows: Iterable[Sequence[Any]],
+    *,
+    since: int,
+    prev: str,
+    index: LogIndex | None,
+    source: str,
+) -> tuple[list[Event], list[bytes]]:
+    """Events from stored ``(position, body, prev_head, head)`` rows, and the head after each.
+
+    The cheap checks a reader owes the rows it relies on: consecutive
+    positions from ``since + 1``, each row linked to the head before it and
+    its body hashing to its head, a body that is an event, and (with
+    ``index``, what was read before) unique ids, known references and ``ts``
+    order. The first failure is an IntegrityError naming its position.
+    """
+    events: list[Event] = []
+    heads: list[bytes] = []
+    previous = bytes.fromhex(prev)
+    expected = since + 1
+    for position, body, prev_head, head in rows:
+
+        def broken(detail: str, position: int = position) -> IntegrityError:
+            return IntegrityError(f"{source}: position {position}: {detail}")
+
+        if position != expected:
+            raise IntegrityError(
+                f"{source}: position {expected}: missing (the next row is position {position})"
+            )
+        if prev_head != previous.hex():
+            raise broken(f"its previous head is not the head of position {position - 1}")
+        current = step(previous, body)
+        if current.hex() != head:
+            raise broken("its body does not hash to its head (edited)")
+        events.append(_stored_event(body, broken))
+        heads.append(current)
+        previous = current
+        expected += 1
+    if index is not None:
+        try:
+            validate_log(((since + 1 + i, e) for i, e in enumerate(events)), index=index)
+        except InputError as exc:
+            raise IntegrityError(
+                f"{source}: position {exc.line}: a stored event breaks the log ({exc.message})"
+            ) from None
+    return events, heads
+
+
+def _stored_event(body: str, broken: Callable[[str], IntegrityError]) -> Event:
+    """The event of a stored canonical body, keeping the body as its canonical text."""
+    try:
+        obj = json.loads(body)
+        cls = EVENT_TYPES[obj.pop("type")]
+        event: Event = converter.structure(obj, cls)
+    except (ValueError, KeyError, TypeError, AttributeError, cattrs.BaseValidationError):
+        raise broken("its body is not an event") from None
+    # initialising a cache slot of an object built a moment ago, before anyone else sees it
+    object.__setattr__(event, "_canonical", body)
+    return event
 
 
 def _row(

@@ -1,0 +1,171 @@
+"""Benchmark gamma.Engine per turn against the pure fold, at several log sizes.
+
+For each size and shape, in one fresh process: a synthetic log
+(``benchmarks/synth.py``) is loaded into an in-memory ``gamma.Engine`` minus
+its last ``5 * turns`` events; then each turn appends the next 5 events,
+resolves the probe actor at the probe time and renders the context, and
+(separately) ``check``s 20 facts of the actor's tenant. Beside it, the pure
+``gamma.resolve`` over every event so far (already parsed) plus the same
+render, per turn, ``--pure-runs`` times.
+
+Shapes: ``one`` (the synth log; the probe tenant ``acme`` holds about half of
+it, as in benchmarks/resolve.py) and ``many`` (1,000 tenants of about equal
+size: 1,000 small synth logs, each folded into one tenant, interleaved by ts).
+
+Figures are wall-clock milliseconds (``perf_counter``), p50 and p99 over the
+turns; peak RSS is ``ru_maxrss`` of the per-run process. JSON goes to
+``--out`` (default stdout)::
+
+    python benchmarks/engine.py --sizes 10000,100000 --out engine.json
+
+This is a script, not a test: it is not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import heapq
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__test__ = False  # never a pytest module
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import synth  # noqa: E402
+
+TENANTS_MANY = 1000
+
+
+def _prefixed(event: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """One synth event moved into tenant ``prefix``, every id and reference prefixed."""
+    out = dict(event, tenant=prefix, id=f"{prefix}-{event['id']}")
+    for name in ("fact", "experience"):
+        if name in out:
+            out[name] = f"{prefix}-{out[name]}"
+    for name in ("supersedes", "depends_on", "uses"):
+        if name in out:
+            out[name] = [f"{prefix}-{x}" for x in out[name]]
+    return out
+
+
+def shape_lines(n: int, shape: str) -> tuple[list[str], dict[str, Any]]:
+    """The log's JSON lines and the probe actor."""
+    if shape == "one":
+        return list(synth.lines(n)), dict(synth.PROBE_ACTOR)
+    per = max(1, n // TENANTS_MANY)
+    streams = [
+        [_prefixed(e, f"t{k:04d}") for e in synth.generate(per, seed=k)] for k in range(TENANTS_MANY)
+    ]
+    merged = heapq.merge(*streams, key=lambda e: e["ts"])
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    return [dumps(e) for e in merged], dict(synth.PROBE_ACTOR, tenant="t0000")
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return {"p50": round(statistics.median(ordered), 3), "p99": round(p99, 3), "runs": len(ordered)}
+
+
+def run_one(n: int, shape: str, turns: int, pure_runs: int) -> dict[str, Any]:
+    import gamma  # the benchmark's subject
+
+    lines, actor = shape_lines(n, shape)
+    at = synth.probe_time(n)
+    held = 5 * turns
+    engine = gamma.Engine()
+    t0 = time.perf_counter()
+    for start in range(0, len(lines) - held, 10_000):
+        engine.append(lines[start : min(start + 10_000, len(lines) - held)])
+    load_s = time.perf_counter() - t0
+    gc.collect()
+    append_ms, resolve_ms, render_ms, turn_ms, check_ms = [], [], [], [], []
+    rest = lines[len(lines) - held :]
+    for turn in range(turns):
+        a = time.perf_counter()
+        engine.append(rest[5 * turn : 5 * turn + 5])
+        b = time.perf_counter()
+        resolution = engine.resolve(actor, at)
+        c = time.perf_counter()
+        resolution.render("context")
+        d = time.perf_counter()
+        append_ms.append((b - a) * 1e3)
+        resolve_ms.append((c - b) * 1e3)
+        render_ms.append((d - c) * 1e3)
+        turn_ms.append((d - a) * 1e3)
+        facts = [x.fact for x in resolution.admitted][:10] + [x.fact for x in resolution.excluded][:10]
+        e = time.perf_counter()
+        engine.check(actor, at, facts)
+        check_ms.append((time.perf_counter() - e) * 1e3)
+    events = engine.events
+    pure_ms = []
+    for _ in range(pure_runs):
+        a = time.perf_counter()
+        gamma.resolve(events, actor, at, engine.policy).render("context")
+        pure_ms.append((time.perf_counter() - a) * 1e3)
+    assert gamma.resolve(events, actor, at, engine.policy).to_json() == engine.resolve(actor, at).to_json()
+    turn = _stats(turn_ms)
+    pure = _stats(pure_ms)
+    return {
+        "events": len(events),
+        "shape": shape,
+        "tenant_facts": len(resolution.admitted) + len(resolution.excluded),
+        "load_s": round(load_s, 2),
+        "append_ms": _stats(append_ms),
+        "resolve_ms": _stats(resolve_ms),
+        "render_ms": _stats(render_ms),
+        "turn_ms": turn,
+        "check20_ms": _stats(check_ms),
+        "pure_turn_ms": pure,
+        "speedup_p50": round(pure["p50"] / turn["p50"], 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--shapes", default="one,many")
+    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--pure-runs", type=int, default=3)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # n:shape, in the child
+    args = parser.parse_args(argv)
+    if args.one:
+        n, shape = args.one.split(":")
+        print(json.dumps(run_one(int(n), shape, args.turns, args.pure_runs)))
+        return 0
+    results = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        for shape in args.shapes.split(","):
+            child = [sys.executable, __file__, "--one", f"{size}:{shape}",
+                     "--turns", str(args.turns), "--pure-runs", str(args.pure_runs)]
+            done = subprocess.run(child, check=True, capture_output=True, text=True)
+            results.append(json.loads(done.stdout))
+            print(json.dumps(results[-1]), file=sys.stderr)
+    report = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "load_average": [round(x, 2) for x in __import__("os").getloadavg()],
+        "results": results,
+    }
+    text = json.dumps(report, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

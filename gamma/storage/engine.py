@@ -1,0 +1,147 @@
+"""``gamma.Engine``: Γ kept open over a growing log, in memory or backed by a store.
+
+The in-memory state (validated events, the validation index, chain heads,
+per-tenant folds) is ``gamma.core.engine.EngineState``; this class adds the
+sources: a JSONL file read once, or a store whose new rows ``refresh`` reads
+(and only those), and to which ``append`` writes in the batch semantics of
+``Store.append``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from gamma.core.engine import Batch, Decision, EngineState
+from gamma.core.errors import InputError
+from gamma.core.events import check_names, load_events
+from gamma.core.model import Actor, Event
+from gamma.core.policy import Policy
+from gamma.core.resolution import Resolution
+from gamma.storage.store import AppendResult, Store, is_store
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """An open, growing log with Γ's fold state kept between calls.
+
+    ``Engine()`` starts empty, in memory; ``Engine.open(path)`` reads a JSONL
+    log or opens a store (its recorded policy unless ``policy`` is given, in
+    which case every stored event must name levels on that policy's ladders).
+    Every ``resolve`` equals ``gamma.resolve`` over all events in the engine,
+    byte for byte. Not thread-safe: one engine per thread.
+    """
+
+    def __init__(self, policy: Policy | None = None) -> None:
+        self._state = EngineState(policy)
+        self._store: Store | None = None
+        self._store_policy: Policy | None = None
+
+    @classmethod
+    def open(
+        cls, source: str | Path, *, policy: Policy | None = None, key: bytes | None = None
+    ) -> Engine:
+        """An engine over a JSONL file (read once) or a store (read now, and on ``refresh``)."""
+        path = Path(source)
+        if not path.exists():
+            raise InputError("no such file", source=str(path))
+        if not is_store(path):
+            engine = cls(policy)
+            engine._state.extend(load_events(path, policy=engine.policy))
+            return engine
+        store = Store.open(path, key=key)
+        try:
+            engine = cls(policy or store.policy)
+            engine._store, engine._store_policy = store, store.policy
+            engine.refresh()
+        except BaseException:
+            store.close()
+            raise
+        return engine
+
+    @property
+    def policy(self) -> Policy:
+        return self._state.policy
+
+    @property
+    def head(self) -> str:
+        """The chain head after the last event in the engine."""
+        return self._state.head
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """Every event in the engine, in log order."""
+        return tuple(self._state.events)
+
+    def __len__(self) -> int:
+        return len(self._state)
+
+    def append(self, events: Batch, *, source: str = "<append>") -> AppendResult:
+        """Validate a batch against everything in the engine and take all of it or none of it.
+
+        Items are JSON lines (a str is split into lines), objects or events.
+        Backed by a store, the batch goes to the store first (``Store.append``:
+        a missing ``ts`` is stamped, a retried identical event skipped), then
+        the engine reads what the store now holds, other writers' rows included.
+        """
+        if self._store is None:
+            before = len(self._state)
+            self._state.append(events, source=source)
+            return AppendResult(
+                appended=len(self._state) - before, events=len(self._state), head=self.head
+            )
+        stored = self._store.append(events, source=source)
+        self.refresh()
+        return AppendResult(appended=stored.appended, events=len(self._state), head=self.head)
+
+    def refresh(self) -> int:
+        """Fold what other writers appended to the store since; returns how many events came in.
+
+        Only the new rows are read, checked against the head and index the
+        engine holds (an IntegrityError names the position), never re-validated.
+        An engine not backed by a store has nothing to refresh.
+        """
+        if self._store is None:
+            return 0
+        since = len(self._state)
+        events, heads = self._store.read(since=since, prev=self.head, index=self._state.index)
+        if self.policy != self._store_policy:
+            # the store validated these against its own policy, not this one
+            check_names(events, self.policy, source=f"{self._store.path} (event position)")
+        self._state.extend(events, heads=heads)
+        return len(events)
+
+    def resolve(
+        self,
+        actor: Actor | Mapping[str, object],
+        at: datetime | str,
+        *,
+        keys: Iterable[str] | None = None,
+    ) -> Resolution:
+        """Γ(H, A, t) over every event in the engine; ``keys`` keeps only those keys' facts."""
+        return self._state.resolve(actor, at, keys=keys)
+
+    def check(
+        self, actor: Actor | Mapping[str, object], at: datetime | str, facts: Iterable[str]
+    ) -> dict[str, Decision]:
+        """One decision per fact id, exactly as ``resolve`` would give it."""
+        return self._state.check(actor, at, facts)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
