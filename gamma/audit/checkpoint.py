@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from pathlib import Path
 
 import attrs
 from cryptography.exceptions import InvalidSignature
@@ -29,9 +30,12 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from gamma.core.errors import InputError
 from gamma.core.merkle import TreeHead
+from gamma.storage.proofs import prove_consistency, recomputed_heads
 
 __all__ = [
     "Checkpoint",
+    "CheckpointCheck",
+    "check_log",
     "SignerKey",
     "VerifierKey",
     "generate_key",
@@ -208,3 +212,44 @@ def verify_checkpoint(text: str, key: VerifierKey, *, source: str | None = None)
             return None
         return checkpoint
     return None
+
+
+@attrs.frozen
+class CheckpointCheck:
+    """A log checked against a kept checkpoint: ``ok`` when its first ``size`` events hash to it."""
+
+    ok: bool
+    checkpoint: TreeHead
+    log: TreeHead
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"checkpoint": self.checkpoint.to_json(), "detail": self.detail,
+                "log": self.log.to_json(), "ok": self.ok}
+
+
+def check_log(log: str | Path, checkpoint: Checkpoint) -> CheckpointCheck:
+    """Whether ``log`` (re-hashed from its events) extends the checkpoint's tree head.
+
+    Same size: the roots must be equal; a larger log: its first ``size``
+    events must hash to the checkpoint's root, which a consistency proof from
+    the checkpoint to the log's head then shows (the proof is generated from
+    the log's events and verified); a smaller log was truncated.
+    """
+    kept = checkpoint.head
+    at_kept, now = recomputed_heads(log, kept.size)
+    if at_kept is None:
+        return CheckpointCheck(False, kept, now, f"the log has {now.size} events, the checkpoint"
+                               f" covers {kept.size}: it was truncated")
+    if at_kept.root != kept.root:
+        return CheckpointCheck(False, kept, now, f"the first {kept.size} events hash to"
+                               f" {at_kept.root}, the checkpoint's root is {kept.root}: an event"
+                               " among them was edited, deleted, inserted or reordered")
+    if now.size > kept.size:
+        proof = prove_consistency(log, kept.size)
+        if not (proof.verify() and proof.first_root == kept.root and proof.second_root == now.root):
+            return CheckpointCheck(False, kept, now, "the consistency proof from the checkpoint"
+                                   " does not verify")
+        return CheckpointCheck(True, kept, now, f"the log extends the checkpoint: {kept.size}"
+                               f" -> {now.size} events, consistency proof verified")
+    return CheckpointCheck(True, kept, now, f"the log matches the checkpoint: {now.size} events")

@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("score", "score_command"),
     "conformance": ("conformance", "conformance_command"),
     "import": ("importer", "import_group"),
+    "prove": ("proofs", "prove_group"),
+    "verify-proof": ("proofs", "verify_proof_command"),
+    "checkpoint": ("proofs", "checkpoint_command"),
+    "verify-checkpoint": ("proofs", "verify_checkpoint_command"),
+    "keygen": ("proofs", "keygen_command"),
 }
 
 

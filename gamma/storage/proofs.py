@@ -16,11 +16,13 @@ from typing import Any
 from gamma.core.errors import InputError, ValueTypeError
 from gamma.core.events import canonical_event, load_events
 from gamma.core.merkle import (
+    CompactRange,
     ConsistencyProof,
     InclusionProof,
     MemoryTree,
     SubtreeHashes,
     TreeHead,
+    leaf_hash,
     prove_consistency as _prove_consistency,
     prove_inclusion as _prove_inclusion,
 )
@@ -32,6 +34,7 @@ __all__ = [
     "parse_inclusion",
     "prove_consistency",
     "prove_inclusion",
+    "recomputed_heads",
     "tree_head",
     "verify_consistency",
     "verify_inclusion",
@@ -157,3 +160,24 @@ def verify_inclusion(proof: InclusionProof | Mapping[str, Any], event_line: str 
 def verify_consistency(proof: ConsistencyProof | Mapping[str, Any]) -> bool:
     """Whether ``proof`` shows its second tree head extends its first."""
     return parse_consistency(proof).verify()
+
+
+def recomputed_heads(
+    log: str | Path, first: int, *, policy: Policy | None = None
+) -> tuple[TreeHead | None, TreeHead]:
+    """The tree heads at ``first`` events (None when the log is shorter) and at its end,
+    re-hashed from the events as they now read (a store's ``tree`` table is not trusted)."""
+    if not Path(log).exists():
+        raise InputError("no such file", source=str(log))
+    if is_store(log):
+        with Store.open(log) as store:
+            lines = list(store.export())
+    else:
+        lines = [canonical_event(e) for e in load_events(log, policy=policy or DEFAULT_POLICY)]
+    compact = CompactRange()
+    at_first = compact.head() if first == 0 else None
+    for line in lines:
+        compact.append(leaf_hash(line.encode("utf-8")))
+        if compact.size == first:
+            at_first = compact.head()
+    return at_first, compact.head()
