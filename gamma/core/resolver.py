@@ -26,6 +26,7 @@ import attrs
 
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, step
+from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
 from gamma.core.events import canonical_event
 from gamma.core.experiences import verdict_of
@@ -233,12 +234,14 @@ def resolve(
     policy: Policy | None = None,
     *,
     head: str | None = None,
+    tree: TreeHead | None = None,
 ) -> Resolution:
     """Γ(H, A, t): the facts ``actor`` may rely on at ``at``, and why the rest are withheld.
 
     ``events`` must be a validated log (``load_events``/``parse_events``).
     ``head`` may pass the chain head at ``at`` when the caller already knows
-    it (a store); otherwise it is computed from the events.
+    it (a store); otherwise it is computed from the events. ``tree`` is the
+    same for the Merkle tree head of the prefix.
     """
     from gamma.core.events import parse_actor
 
@@ -260,12 +263,15 @@ def resolve(
         fold.run_pending(event.ts)
         _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
     fold.run_pending(at)
-    if head is None:
-        head_bytes = GENESIS
+    if head is None or tree is None:
+        head_bytes, compact = GENESIS, CompactRange()
         for event in prefix:
-            head_bytes = step(head_bytes, canonical_event(event))
-        head = head_bytes.hex()
-    return _conclude(fold, actor, at, policy, head)
+            canonical = canonical_event(event)
+            head_bytes = step(head_bytes, canonical)
+            compact.append(leaf_hash(canonical.encode("utf-8")))
+        head = head or head_bytes.hex()
+        tree = tree or compact.head()
+    return _conclude(fold, actor, at, policy, head, tree)
 
 
 def _prefix(events: Iterable[Event], at: datetime) -> Sequence[Event]:
@@ -278,7 +284,9 @@ def _prefix(events: Iterable[Event], at: datetime) -> Sequence[Event]:
     return result
 
 
-def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str) -> Resolution:
+def _conclude(
+    fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str, tree: TreeHead
+) -> Resolution:
     """Phases 1-4 over the folded facts, then experiences and known unknowns."""
     codes: dict[str, dict[str, Reason]] = {}
     for fact in fold.order:
@@ -324,6 +332,7 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         at=at,
         policy=policy.digest,
         log=head,
+        tree=tree,
         admitted=tuple(sorted(admitted, key=lambda a: a.fact)),
         excluded=tuple(sorted(excluded, key=lambda x: x.fact)),
         experiences=tuple(
