@@ -79,8 +79,6 @@ class CompactRange:
 
     Appending a leaf costs O(1) amortised hashes (at most log₂ n); the root
     of the current size folds the O(log n) subtree roots from the right.
-    ``on_node(level, index, hash)`` is told of every perfect subtree completed,
-    leaves (level 0) included, so that a store can keep them.
     """
 
     def __init__(self, size: int = 0, nodes: Sequence[bytes] = ()) -> None:
@@ -89,19 +87,18 @@ class CompactRange:
         self.size = size
         self.nodes = list(nodes)
 
-    def append(self, leaf: bytes, on_node: Any = None) -> None:
-        """Add one leaf hash."""
-        index, level, current = self.size, 0, leaf
-        if on_node is not None:
-            on_node(0, index, current)
+    def append(self, leaf: bytes) -> list[bytes]:
+        """Add one leaf hash; return the roots of the perfect subtrees it completes, lowest
+        (the leaf itself) first."""
+        index, current = self.size, leaf
+        completed = [current]
         while index & 1:
             current = node_hash(self.nodes.pop(), current)
+            completed.append(current)
             index >>= 1
-            level += 1
-            if on_node is not None:
-                on_node(level, index, current)
         self.nodes.append(current)
         self.size += 1
+        return completed
 
     def root(self) -> bytes:
         """MTH of the leaves so far (SHA-256 of nothing for an empty tree)."""

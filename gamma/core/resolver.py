@@ -26,10 +26,10 @@ import attrs
 
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, step
-from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
 from gamma.core.events import canonical_event
 from gamma.core.experiences import verdict_of
+from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution

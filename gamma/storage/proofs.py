@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gamma.core import merkle
 from gamma.core.errors import InputError, ValueTypeError
 from gamma.core.events import canonical_event, load_events
 from gamma.core.merkle import (
@@ -23,8 +24,6 @@ from gamma.core.merkle import (
     SubtreeHashes,
     TreeHead,
     leaf_hash,
-    prove_consistency as _prove_consistency,
-    prove_inclusion as _prove_inclusion,
 )
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.storage.store import Store, is_store
@@ -90,7 +89,7 @@ def prove_inclusion(
             raise InputError(
                 f"event {event!r} is leaf {index}, not in a tree of size {size}", field="size"
             )
-        return _prove_inclusion(tree, index, size)
+        return merkle.prove_inclusion(tree, index, size)
 
 
 def prove_consistency(
@@ -101,7 +100,7 @@ def prove_consistency(
         second = _size(second, tree, "second")
         if not 0 <= first <= second:
             raise InputError(f"first size {first} must be between 0 and {second}", field="first")
-        return _prove_consistency(tree, first, second)
+        return merkle.prove_consistency(tree, first, second)
 
 
 def _fields(obj: Any, names: tuple[str, ...], source: str | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ the log. An append reads the O(log n) roots of the compact range first.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sqlite_utils import Database
 
@@ -53,11 +54,10 @@ class StoredTree:
         return CompactRange(self.size, [self.node(lv, ix) for lv, ix in perfect_nodes(self.size)])
 
 
-def tree_rows(compact: CompactRange, bodies: Iterable[str]) -> list[list[object]]:
+def tree_rows(compact: CompactRange, bodies: Iterable[str]) -> list[list[Any]]:
     """Extend ``compact`` by the canonical bodies; the ``tree`` rows (position, hashes) to insert."""
-    rows: list[list[object]] = []
+    rows: list[list[Any]] = []
     for body in bodies:
-        completed: list[bytes] = []
-        compact.append(leaf_hash(body.encode("utf-8")), lambda _l, _i, h: completed.append(h))
+        completed = compact.append(leaf_hash(body.encode("utf-8")))
         rows.append([compact.size, b"".join(completed)])
     return rows
