@@ -40,7 +40,7 @@ from gamma.core.merkle import (
 )
 from gamma.storage.store import Store
 from tests.helpers import A, stamp
-from tests.strategies import logs
+from tests.strategies import Log, logs
 
 # RFC 6962 test data as published in transparency-dev/merkle (testonly/constants.go and
 # testonly/reference_test.go): eight leaves, the root of every size, some proofs.
@@ -237,12 +237,13 @@ class TestStoreTree:
                     assert consistency_path(tree, first, size) == consistency_path(memory, first, size)
 
     @given(logs(min_size=1, max_size=12))
-    def test_generated_logs_give_the_same_head_in_a_file_and_a_store(self, log: object) -> None:
-        from tests.strategies import Log
-
-        assert isinstance(log, Log)
+    def test_generated_logs_resolve_with_the_rfc_tree_head(self, log: Log) -> None:
+        """Γ's record carries MTH of the canonical lines of exactly the prefix it covers."""
         bodies = [canonical_event(e).encode() for e in log.events]
-        assert root_of(bodies) == reference_root(bodies)
+        at = log.last_ts()
+        res = gamma.resolve(log.events, {"id": "alice", "tenant": log.lines[0]["tenant"]}, at,
+                            log.policy)
+        assert res.to_dict()["tree"] == {"size": len(bodies), "root": reference_root(bodies).hex()}
 
     def test_migration_builds_the_tree_of_an_existing_store(self, filled: Path, tmp_path: Path) -> None:
         """A v1 store (no tree table) gains the same tree when opened by this gamma."""
