@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -24,6 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from gamma.core import merkle
+from gamma.storage import store as store_module
 from gamma.storage.store import Store
 
 APPEND_RUNS = {1: 200, 100: 20, 10_000: 2}  # batch size -> number of appends measured
@@ -80,7 +84,7 @@ def plain_select(path: Path, sql: str, times: int = 1) -> float:
 
 
 def measure(size: int, workdir: Path) -> dict[str, Any]:
-    extra = sum(batch * runs for batch, runs in APPEND_RUNS.items())
+    extra = sum(batch * runs for batch, runs in APPEND_RUNS.items()) + 2_000
     lines = log_lines(size + extra)
     path = workdir / f"store-{size}.db"
     result: dict[str, Any] = {"events": size}
@@ -130,8 +134,92 @@ def measure(size: int, workdir: Path) -> dict[str, Any]:
         ),
     }
     result["file_bytes"] = path.stat().st_size
+    result["merkle"] = measure_merkle(path, lines[offset:])
     path.unlink()
     return result
+
+
+def _untreed_append(store: Store, chunk: list[str]) -> None:
+    """An append with the Merkle tree switched off (the store's tree code stubbed out)."""
+    originals = store_module.tree_rows, store_module.StoredTree
+    store_module.tree_rows = lambda compact, bodies: []  # type: ignore[assignment]
+    store_module.StoredTree = _NoTree  # type: ignore[assignment,misc]
+    try:
+        store.append(chunk)
+    finally:
+        store_module.tree_rows, store_module.StoredTree = originals
+
+
+class _NoTree:
+    def __init__(self, db: object, size: int) -> None:
+        pass
+
+    def compact(self) -> merkle.CompactRange:
+        return merkle.CompactRange()
+
+
+def measure_merkle(path: Path, spare: list[str], proofs: int = 300) -> dict[str, Any]:
+    """Append cost with the tree beside without (interleaved, batches of 100), then proof
+    generation from the store, verification and proof size at the store's size."""
+    with Store.open(path) as store:
+        size = len(store)
+        probes = random.Random(13)
+        leaves = [probes.randrange(size) for _ in range(proofs)]
+        pairs = sorted((probes.randrange(1, size), size) for _ in range(proofs))
+        tree = store.tree()
+        started = time.perf_counter()
+        inclusion = [merkle.prove_inclusion(store.tree(), i, size) for i in leaves]
+        prove_inclusion_s = time.perf_counter() - started
+        started = time.perf_counter()
+        consistency = [merkle.prove_consistency(store.tree(), a, b) for a, b in pairs]
+        prove_consistency_s = time.perf_counter() - started
+        bodies = {i: body for i, body in zip(leaves, _bodies(path, leaves), strict=True)}
+        started = time.perf_counter()
+        assert all(p.verify(bodies[p.leaf_index].encode("utf-8")) for p in inclusion)
+        verify_inclusion_s = time.perf_counter() - started
+        started = time.perf_counter()
+        assert all(p.verify() for p in consistency)
+        verify_consistency_s = time.perf_counter() - started
+        assert tree.size == size
+    copy = path.with_name(path.name + ".untreed")
+    shutil.copyfile(path, copy)
+    with_tree = without_tree = 0.0
+    batch, runs = 100, 20
+    with Store.open(path) as treed, Store.open(copy) as untreed:
+        for run in range(runs):  # interleaved, the same events on both stores
+            chunk = spare[run * batch : (run + 1) * batch]
+            with_tree += timed(partial(treed.append, chunk))
+            without_tree += timed(partial(_untreed_append, untreed, chunk))
+    copy.unlink()
+    return {
+        "tree_size": size,
+        "append_batch_100": {
+            "with_tree_events_per_s": rate(batch * runs, with_tree),
+            "without_tree_events_per_s": rate(batch * runs, without_tree),
+            "overhead_pct": round((with_tree / without_tree - 1) * 100, 1),
+        },
+        "inclusion": {
+            "prove_ms": round(prove_inclusion_s / proofs * 1000, 3),
+            "verify_ms": round(verify_inclusion_s / proofs * 1000, 4),
+            "max_hashes": max(len(p.path) for p in inclusion),
+            "max_bytes": 32 * max(len(p.path) for p in inclusion),
+        },
+        "consistency": {
+            "prove_ms": round(prove_consistency_s / proofs * 1000, 3),
+            "verify_ms": round(verify_consistency_s / proofs * 1000, 4),
+            "max_hashes": max(len(p.path) for p in consistency),
+            "max_bytes": 32 * max(len(p.path) for p in consistency),
+        },
+    }
+
+
+def _bodies(path: Path, leaves: list[int]) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        query = "SELECT body FROM events WHERE position = ?"
+        return [str(conn.execute(query, [i + 1]).fetchone()[0]) for i in leaves]
+    finally:
+        conn.close()
 
 
 def main(argv: list[str] | None = None) -> None:

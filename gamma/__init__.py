@@ -73,6 +73,11 @@ _LAZY = {
     "diff_records": "gamma.audit.replay",
     "ReplayResult": "gamma.audit.replay",
     "AuditDiff": "gamma.audit.replay",
+    "prove_inclusion": "gamma.storage.proofs",
+    "prove_consistency": "gamma.storage.proofs",
+    "verify_inclusion": "gamma.storage.proofs",
+    "verify_consistency": "gamma.storage.proofs",
+    "tree_head": "gamma.storage.proofs",
 }
 
 
@@ -86,6 +91,11 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "__version__",
+    "prove_inclusion",
+    "prove_consistency",
+    "verify_inclusion",
+    "verify_consistency",
+    "tree_head",
     "Store",
     "Engine",
     "AppendResult",

@@ -470,6 +470,7 @@ class _Resolver:
             "ignored": [{"event": e, "code": c, "fact": f} for e, c, f in sorted(self.ignored)],
             "log": self.head(),
             "policy": policy.digest,
+            "tree": {"root": self.tree_root(), "size": len(self.cut)},
         }
         body["digest"] = hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
         return body, self.known_unknowns(ids, codes, admitted_ids)
@@ -548,6 +549,19 @@ class _Resolver:
                 continue
             keys.append(key)
         return keys
+
+    def tree_root(self) -> str:
+        """MTH of RFC 9162 §2.1.1 over the cut's canonical lines, recursively."""
+
+        def mth(leaves: list[bytes]) -> bytes:
+            if not leaves:
+                return hashlib.sha256(b"").digest()
+            if len(leaves) == 1:
+                return hashlib.sha256(b"\x00" + leaves[0]).digest()
+            k = 1 << ((len(leaves) - 1).bit_length() - 1)
+            return hashlib.sha256(b"\x01" + mth(leaves[:k]) + mth(leaves[k:])).digest()
+
+        return mth([event.canonical().encode("utf-8") for event in self.cut]).hex()
 
     def head(self) -> str:
         head = bytes(32)

@@ -379,7 +379,7 @@ class TestDiffRecords:
         assert (x1.experience, x1.a, x1.b) == ("X1", "KEEP", "REJECT")
         (ignored,) = diff.ignored
         assert (ignored.event, ignored.only_in) == ("e11", "b")
-        assert [c.field for c in diff.fields] == ["at", "digest", "events", "log"]
+        assert [c.field for c in diff.fields] == ["at", "digest", "events", "log", "tree.root", "tree.size"]
 
     def test_render_names_facts_and_codes(self) -> None:
         """The text names each fact with its key and codes under a heading per kind of change."""

@@ -1091,7 +1091,7 @@ class TestDeterminism:
         assert digest == res.digest == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     def test_top_level_fields(self) -> None:
-        """The record has exactly the nine fields of DESIGN §6."""
+        """The record has exactly the nine fields of DESIGN §6, and ``tree`` (the Merkle head)."""
         assert sorted(json.loads(self.sample().to_json())) == [
             "actor",
             "admitted",
@@ -1102,6 +1102,7 @@ class TestDeterminism:
             "ignored",
             "log",
             "policy",
+            "tree",
         ]
 
     def test_round_trip(self) -> None:

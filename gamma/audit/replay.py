@@ -54,6 +54,7 @@ from gamma.core.errors import (
     ValueTypeError,
 )
 from gamma.core.events import canonical_event, decode_json, parse_actor
+from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.model import Actor, Event, heard_by
 from gamma.core.policy import Policy
 from gamma.core.resolution import Resolution
@@ -69,7 +70,7 @@ __all__ = [
 
 RECORD_FIELDS: tuple[str, ...] = (
     "actor", "admitted", "at", "digest", "engine", "events",
-    "excluded", "experiences", "ignored", "log", "policy",
+    "excluded", "experiences", "ignored", "log", "policy", "tree",
 )  # fmt: skip
 _NOT_DIGESTED = frozenset({"digest", "engine", "events"})
 _HEX = re.compile(r"[0-9a-f]{64}")
@@ -176,6 +177,12 @@ def check_record(obj: Any, *, source: str | None = None) -> dict[str, Any]:
     for name in ("digest", "log", "policy"):
         if not isinstance(obj[name], str) or not _HEX.fullmatch(obj[name]):
             raise fail(ValueTypeError, f"expected 64 lowercase hex digits, got {obj[name]!r}", name)
+    _exact_keys(obj["tree"], frozenset({"size", "root"}), "tree", fail)
+    size, root = obj["tree"]["size"], obj["tree"]["root"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise fail(ValueTypeError, f"expected an integer >= 0, got {size!r}", "tree.size")
+    if not isinstance(root, str) or not _HEX.fullmatch(root):
+        raise fail(ValueTypeError, f"expected 64 lowercase hex digits, got {root!r}", "tree.root")
     _exact_keys(obj["actor"], _names(Actor), "actor", fail)
     for section, (fields, nested) in _SHAPES.items():
         items = obj[section]
@@ -247,6 +254,8 @@ class ReplayResult:
     available: int
     head: str
     record_head: str
+    tree: TreeHead
+    record_tree: TreeHead
     record_digest_ok: bool
     diff: AuditDiff
     record_policy: str
@@ -254,7 +263,12 @@ class ReplayResult:
 
     @property
     def head_ok(self) -> bool:
-        return self.available >= self.events and self.head == self.record_head
+        return self.available >= self.events and self.head == self.record_head and self.tree_ok
+
+    @property
+    def tree_ok(self) -> bool:
+        """The Merkle tree head of the replayed prefix is the record's ``tree``."""
+        return self.available >= self.events and self.tree == self.record_tree
 
     @property
     def ok(self) -> bool:
@@ -271,6 +285,11 @@ class ReplayResult:
                 "record": self.record_policy,
                 "replay": self.resolution.policy,
                 "ok": self.record_policy == self.resolution.policy,
+            },
+            "tree": {
+                "record": self.record_tree.to_dict(),
+                "replay": self.tree.to_dict(),
+                "ok": self.tree_ok,
             },
             "record_digest_ok": self.record_digest_ok,
             "diff": self.diff.to_dict(),
@@ -302,6 +321,12 @@ class ReplayResult:
                     f"log: head mismatch: the first {self.events} events hash to {self.head},"
                     f" the record's log is {self.record_head}: an event among them was edited,"
                     " removed, inserted or reordered"
+                )
+            elif not self.tree_ok:
+                lines.append(
+                    f"log: tree mismatch: the first {self.events} events have tree head"
+                    f" {self.tree.size}/{self.tree.root}, the record's tree is"
+                    f" {self.record_tree.size}/{self.record_tree.root}"
                 )
             lines += self.diff.render(a="record", b="replay").splitlines()
         if not self.record_digest_ok:
@@ -364,14 +389,21 @@ def replay(
         raise ValueTypeError(str(exc), source=source, field="at") from None
     count = record["events"]
     prefix = tuple(events[:count])
-    head = head_of(canonical_event(event) for event in prefix)
-    known = head if covered(prefix, at) == len(prefix) else None
-    resolution = resolve(prefix, actor, at, policy, head=known)
+    canonical = [canonical_event(event) for event in prefix]
+    head = head_of(canonical)
+    tree = CompactRange()
+    for line in canonical:
+        tree.append(leaf_hash(line.encode("utf-8")))
+    whole = covered(prefix, at) == len(prefix)
+    resolution = resolve(prefix, actor, at, policy, head=head if whole else None,
+                         tree=tree.head() if whole else None)
     return ReplayResult(
         events=count,
         available=len(events),
         head=head,
         record_head=record["log"],
+        tree=tree.head(),
+        record_tree=TreeHead(size=record["tree"]["size"], root=record["tree"]["root"]),
         record_digest_ok=record_digest(record) == record["digest"],
         diff=diff_records(record, audit_record(resolution, prefix)),
         record_policy=record["policy"],

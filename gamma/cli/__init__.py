@@ -41,6 +41,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "policies": ("policies", "policies_command"),
     "explain": ("explain", "explain_command"),
     "report": ("explain", "report_command"),
+    "prove": ("proofs", "prove_group"),
+    "verify-proof": ("proofs", "verify_proof_command"),
+    "checkpoint": ("proofs", "checkpoint_command"),
+    "verify-checkpoint": ("proofs", "verify_checkpoint_command"),
+    "keygen": ("proofs", "keygen_command"),
 }
 
 

@@ -195,12 +195,19 @@ def log_command(log: str, tenant: str | None, since: str | None, until: str | No
     metavar="H",
     help="H must be the head after some event (a log that has grown since).",
 )
+@click.option("--expect-checkpoint", "expect_checkpoint", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False),
+              help="A kept signed checkpoint the log must extend (needs --pub-key).")
+@click.option("--pub-key", "pub_key", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False), help="The checkpoint signer's verifier key.")
 @key_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def verify_command(
     log: str,
     expect_head: str | None,
     expect_prefix: str | None,
+    expect_checkpoint: str | None,
+    pub_key: str | None,
     key_file: str | None,
     as_json: bool,
 ) -> None:
@@ -232,5 +239,16 @@ def verify_command(
             click.echo(f"{report.verdict}: {report.detail}", err=True)
         if report.note and not as_json:
             click.echo(f"note: {report.note}", err=True)
+        checked = True
+        if expect_checkpoint is not None:
+            from gamma.cli.proofs import check_checkpoint  # loads cryptography only when asked
+
+            checked = check_checkpoint(log, expect_checkpoint, pub_key, as_json=as_json)
+            record.update(checkpoint_ok=checked)
+        elif pub_key is not None:
+            raise InputError("--pub-key checks a checkpoint: give --expect-checkpoint too",
+                             source="--pub-key")
     if not report.ok:
         exit_with(report.status)
+    if not checked:
+        exit_with(1)

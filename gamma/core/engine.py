@@ -39,6 +39,7 @@ from gamma.core.events import (
     parse_actor,
     validate_log,
 )
+from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.model import Actor, Assert, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
@@ -126,7 +127,7 @@ def _due_at(kept: _TenantFold, at: datetime) -> _Fold:
 
 
 class EngineState:
-    """Validated events, the chain heads after each, and per-tenant folds (in memory)."""
+    """Validated events, the chain heads and Merkle leaves after each, and per-tenant folds."""
 
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy or DEFAULT_POLICY
@@ -134,6 +135,8 @@ class EngineState:
         self.events: list[Event] = []
         self._ts: list[datetime] = []
         self._heads: list[bytes] = [GENESIS]
+        self._leaves: list[bytes] = []  # RFC 9162 leaf hashes, for the tree head of a prefix
+        self._tree = CompactRange()
         self._tenants: dict[str, _TenantFold] = {}
 
     # -- the log -----------------------------------------------------------------------
@@ -149,6 +152,16 @@ class EngineState:
     def head_at(self, at: datetime) -> str:
         """The chain head after the events with ``ts <= at``."""
         return self._heads[bisect.bisect_right(self._ts, at)].hex()
+
+    def tree_at(self, at: datetime) -> TreeHead:
+        """The Merkle tree head of the events with ``ts <= at`` (O(1) after the last event)."""
+        size = bisect.bisect_right(self._ts, at)
+        if size == len(self._leaves):
+            return self._tree.head()
+        prefix = CompactRange()
+        for leaf in self._leaves[:size]:
+            prefix.append(leaf)
+        return prefix.head()
 
     def parse(self, batch: Batch, *, source: str = "<append>") -> list[Event]:
         """Decode and check a batch against everything accepted (SPEC §2); nothing changes.
@@ -190,7 +203,11 @@ class EngineState:
             self.index.add(event)
             self.events.append(event)
             self._ts.append(event.ts)
-            self._heads.append(heads[i] if heads is not None else step(self._heads[-1], canonical_event(event)))
+            canonical = canonical_event(event)
+            self._heads.append(heads[i] if heads is not None else step(self._heads[-1], canonical))
+            leaf = leaf_hash(canonical.encode("utf-8"))
+            self._leaves.append(leaf)
+            self._tree.append(leaf)
             tenant = self._tenants.get(event.tenant)
             if tenant is None:
                 tenant = self._tenants[event.tenant] = _TenantFold(event.tenant, self.policy)
@@ -343,6 +360,7 @@ class EngineState:
         return sub
 
     def _conclude(self, fold: _Fold, actor: Actor, at: datetime, head: str) -> Resolution:
+        tree = self.tree_at(at)
         fold.actor = actor
         fold.grantees = _Fold(actor, self.policy).grantees
         # The records built here are acyclic; with the whole log alive, each cyclic
@@ -351,7 +369,7 @@ class EngineState:
         paused = gc.isenabled()
         gc.disable()
         try:
-            return _conclude(fold, actor, at, self.policy, head)
+            return _conclude(fold, actor, at, self.policy, head, tree)
         finally:
             if paused:
                 gc.enable()

@@ -17,6 +17,7 @@ import attrs
 from gamma.core.canonical import compact_json, format_ts, sha256_hex
 from gamma.core.convert import converter
 from gamma.core.decisions import Admitted, Excluded, ExperienceVerdict, Ignored
+from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor
 from gamma.core.render import render as render_resolution
 
@@ -31,6 +32,7 @@ class Resolution:
     at: datetime
     policy: str
     log: str
+    tree: TreeHead
     admitted: tuple[Admitted, ...]
     excluded: tuple[Excluded, ...]
     experiences: tuple[ExperienceVerdict, ...]
@@ -58,6 +60,7 @@ class Resolution:
             "ignored": [converter.unstructure(i) for i in self.ignored],
             "log": self.log,
             "policy": self.policy,
+            "tree": self.tree.to_dict(),
         }
 
     def to_dict(self) -> dict[str, Any]:

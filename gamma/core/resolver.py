@@ -29,6 +29,7 @@ from gamma.core.chain import head_of
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
 from gamma.core.events import canonical_event, parse_actor
 from gamma.core.experiences import verdict_of
+from gamma.core.merkle import TreeHead, tree_head_of
 from gamma.core.model import (
     Actor,
     Assert,
@@ -291,12 +292,14 @@ def resolve(
     policy: Policy | None = None,
     *,
     head: str | None = None,
+    tree: TreeHead | None = None,
 ) -> Resolution:
     """Γ(H, A, t): the facts ``actor`` may rely on at ``at``, and why the rest are withheld.
 
     ``events`` must be a validated log (``load_events``/``parse_events``).
     ``head`` may pass the chain head at ``at`` when the caller already knows
-    it (a store); otherwise it is computed from the events.
+    it (a store); otherwise it is computed from the events. ``tree`` is the
+    same for the Merkle tree head of the prefix.
     """
     policy = policy or DEFAULT_POLICY
     if isinstance(actor, dict):
@@ -314,12 +317,16 @@ def resolve(
         fold.run_pending(event.ts)
         _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
     fold.run_pending(at)
-    if head is None:
-        head = head_of(canonical_event(event) for event in prefix)
-    return _conclude(fold, actor, at, policy, head)
+    if head is None or tree is None:
+        canonical = [canonical_event(event) for event in prefix]
+        head = head or head_of(canonical)
+        tree = tree or tree_head_of(canonical)
+    return _conclude(fold, actor, at, policy, head, tree)
 
 
-def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str) -> Resolution:
+def _conclude(
+    fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str, tree: TreeHead
+) -> Resolution:
     """Phases 1-4 over the folded facts, then experiences and known unknowns."""
     codes: dict[str, dict[str, Reason]] = {}
     for fact in fold.order:
@@ -364,6 +371,7 @@ def _conclude(fold: _Fold, actor: Actor, at: datetime, policy: Policy, head: str
         at=at,
         policy=policy.digest,
         log=head,
+        tree=tree,
         admitted=tuple(sorted(admitted, key=lambda a: a.fact)),
         excluded=tuple(sorted(excluded, key=lambda x: x.fact)),
         experiences=tuple(

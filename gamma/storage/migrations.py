@@ -17,6 +17,8 @@ import attrs
 from sqlite_utils import Database
 
 from gamma.core.errors import StoreError
+from gamma.core.merkle import CompactRange
+from gamma.storage.tree import tree_rows
 
 __all__ = [
     "LATEST",
@@ -42,7 +44,8 @@ def from_micros(value: int) -> datetime:
     return _EPOCH + value * _MICROSECOND
 
 
-TABLES = ("events", "store_meta", "schema_version")
+_V1_TABLES = ("events", "store_meta", "schema_version")
+TABLES = (*_V1_TABLES, "tree")
 """Every table of the store; each refuses UPDATE and DELETE."""
 
 
@@ -105,12 +108,29 @@ def _v1_create(db: Database) -> None:
     db.table("store_meta").create(
         {"name": str, "value": str}, pk="name", not_null=["value"], strict=True
     )
-    for table in TABLES:
+    for table in _V1_TABLES:
         _append_only(db, table)
+
+
+def _v2_tree(db: Database) -> None:
+    """The Merkle tree (gamma.storage.tree): one row of subtree roots per event, built for the log."""
+    db.table("tree").create({"position": int, "hashes": bytes}, pk="position", not_null=["hashes"],
+                            strict=True)
+    db.execute(
+        "CREATE TRIGGER tree_in_order BEFORE INSERT ON tree "
+        "WHEN NEW.position IS NOT coalesce((SELECT max(position) FROM tree), 0) + 1 "
+        "BEGIN SELECT RAISE(ABORT, 'gamma store is append-only: a tree row must be the next position'); END"
+    )
+    _append_only(db, "tree")
+    bodies = (str(body) for (body,) in db.execute("SELECT body FROM events ORDER BY position"))
+    rows = tree_rows(CompactRange(), bodies)
+    if rows:
+        db.table("tree").insert_all(iter([["position", "hashes"], *rows]), batch_size=500)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "create events, metadata and triggers", _v1_create),
+    Migration(2, "Merkle tree of the log", _v2_tree),
 )
 """The schema history, oldest first; versions are consecutive from 1."""
 

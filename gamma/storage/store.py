@@ -43,6 +43,7 @@ from gamma.core.events import (
 from gamma.core.model import EVENT_TYPES, Event, Experience
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.storage.migrations import LATEST, current_version, from_micros, migrate, ts_micros
+from gamma.storage.tree import StoredTree, TreeHead, tree_rows
 from gamma.storage.verify import ChainRow, SqlRowLookup, VerifyReport, check_rows
 
 __all__ = ["check_stored", "BUSY_TIMEOUT", "MIN_KEY_BYTES", "SQLITE_HEADER", "AppendResult", "Store", "check_key", "is_store"]
@@ -294,6 +295,23 @@ class Store:
         row = self._query("SELECT head FROM events ORDER BY position DESC LIMIT 1").fetchone()
         return GENESIS_HEX if row is None else str(row[0])
 
+    def tree(self, size: int | None = None) -> StoredTree:
+        """The Merkle tree of the first ``size`` events (all of them by default), read lazily."""
+        total = len(self)
+        size = total if size is None else size
+        if not 0 <= size <= total:
+            raise InputError(f"no tree of size {size}: the store has {total} events", field="size")
+        return StoredTree(self._db, size)
+
+    def tree_head(self, size: int | None = None) -> TreeHead:
+        """The Merkle tree head ``(size, root)`` of the first ``size`` events."""
+        return self.tree(size).head()
+
+    def position_of(self, event_id: str) -> int | None:
+        """The 1-based position of the event with id ``event_id``, if stored."""
+        row = self._query("SELECT position FROM events WHERE id = ?", [event_id]).fetchone()
+        return None if row is None else int(row[0])
+
     def __len__(self) -> int:
         row = self._query("SELECT coalesce(max(position), 0) FROM events").fetchone()
         return int(row[0])
@@ -447,6 +465,9 @@ class Store:
                 prev, keyed_prev = current, keyed_now or keyed_prev
             if rows:
                 self._db.table("events").insert_all(iter([_COLUMNS, *rows]), batch_size=500)
+                compact = StoredTree(self._db, position - len(rows)).compact()
+                grown = tree_rows(compact, (canonical for _, _, canonical in pending))
+                self._db.table("tree").insert_all(iter([["position", "hashes"], *grown]), batch_size=500)
         return AppendResult(appended=len(rows), events=position, head=prev.hex())
 
     def _append_key(self) -> bytes | None:
