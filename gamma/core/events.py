@@ -60,6 +60,7 @@ __all__ = [
     "parse_actor",
     "check_scope",
     "unsafe_character",
+    "EMPTY_FILE",
 ]
 
 _SCOPE = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
@@ -483,6 +484,9 @@ def parse_events(
     return tuple(event for _, event in parsed)
 
 
+EMPTY_FILE = "the file is empty (zero bytes): neither a store nor an event log"
+
+
 def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[Event, ...]:
     """Read and validate a JSONL event log file."""
     path = Path(path)
@@ -490,6 +494,8 @@ def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[E
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
+    if not data:
+        raise InputError(EMPTY_FILE, source=str(path))
     return parse_events(decode_lines(data, source=str(path)), policy=policy, source=str(path))
 
 

@@ -26,7 +26,13 @@ from sqlite_utils import Database
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, GENESIS_HEX, keyed_step, step
 from gamma.core.errors import InputError
-from gamma.core.events import canonical_event, decode_json, decode_lines, event_from_json
+from gamma.core.events import (
+    EMPTY_FILE,
+    canonical_event,
+    decode_json,
+    decode_lines,
+    event_from_json,
+)
 from gamma.core.policy import Policy
 from gamma.storage.migrations import ts_micros
 
@@ -421,6 +427,8 @@ def verify_file(
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read log: {exc.strerror}", source=source) from None
+    if not raw:
+        raise InputError(EMPTY_FILE, source=source)
     lines = decode_lines(raw, source=source)
     computed = GENESIS
     keyed = GENESIS
