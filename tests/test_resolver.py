@@ -34,11 +34,11 @@ from helpers import (
 )
 
 from gamma import (
-    InputError,
     DEFAULT_POLICY,
     REASON_CODES,
     Assert,
     Event,
+    InputError,
     Policy,
     Reason,
     Resolution,
