@@ -25,7 +25,11 @@ _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "supersession": {"same_key": bool},
     "dependencies": {"mode": str},
     "disclosure": {"restricted_keys": bool},
+    "store": {"clock_skew_seconds": int},
 }
+
+DEFAULT_CLOCK_SKEW = 300
+"""Seconds an appended event's ``ts`` may be ahead of the store's clock."""
 
 
 @attrs.frozen(kw_only=True)
@@ -52,6 +56,9 @@ class Policy:
     writers: tuple[tuple[str, str], ...] = ()
     writer_default: str | None = None
     over_claim: Literal["cap", "refuse"] = "cap"
+    # how far (seconds) an appended ts may be ahead of the store's clock; the store reads the
+    # clock, never the resolver
+    clock_skew_seconds: int = DEFAULT_CLOCK_SKEW
     _authority_rank: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
     _clearance_rank: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
     _writer_cache: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
@@ -89,6 +96,8 @@ class Policy:
         }
         if self.writers:
             body["writers"] = dict(self.writers)
+        if self.clock_skew_seconds != DEFAULT_CLOCK_SKEW:
+            body["store"] = {"clock_skew_seconds": self.clock_skew_seconds}
         return body
 
     @classmethod
@@ -231,6 +240,9 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
     over_claim = values.get("authority.over_claim", "cap")
     if over_claim not in ("cap", "refuse"):
         raise fail(f"expected 'cap' or 'refuse', got {over_claim!r}", "authority", "over_claim")
+    skew = values.get("store.clock_skew_seconds", DEFAULT_CLOCK_SKEW)
+    if skew < 0:
+        raise fail(f"expected a number of seconds >= 0, got {skew!r}", "store", "clock_skew_seconds")
     mode = values.get("dependencies.mode", base.dependency_mode)
     if mode not in ("exclude", "flag"):
         raise fail(f"expected 'exclude' or 'flag', got {mode!r}", "dependencies", "mode")
@@ -245,6 +257,7 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
         writers=tuple(sorted(writers.items())),
         writer_default=writer_default,
         over_claim=over_claim,
+        clock_skew_seconds=skew,
     )
 
 
@@ -262,7 +275,9 @@ def _ladder(value: Any, default: tuple[str, ...], fail: Any, table: str) -> tupl
 
 
 def _type_name(expected: type | tuple[type, ...]) -> str:
-    names: dict[object, str] = {list: "a list", str: "a string", bool: "true or false"}
+    names: dict[object, str] = {
+        list: "a list", str: "a string", bool: "true or false", int: "an integer"
+    }
     return names.get(expected, str(expected))
 
 

@@ -398,6 +398,7 @@ class _AnyNames:
 
     authority_ladder: tuple[str, ...] = ()
     clearance_ladder: tuple[str, ...] = ()
+    over_claim = "cap"  # writers' bounds are the resolver's business, not the chain's
 
     def knows_authority(self, name: str) -> bool:
         return True
