@@ -359,3 +359,17 @@ def effect(name: str, res: Any) -> bool:
     if name.startswith("grant"):
         return "F1" in admitted
     return "F1" not in admitted  # revoke: the executive's grant is ended
+
+
+class TestClockSkew:
+    def test_default_and_digest(self) -> None:
+        assert DEFAULT_POLICY.clock_skew_seconds == 300
+        assert parse_policy("[store]\nclock_skew_seconds = 300\n").digest == DEFAULT_POLICY.digest
+        p = parse_policy("[store]\nclock_skew_seconds = 60\n")
+        assert p.clock_skew_seconds == 60 and Policy.from_json(p.to_json()) == p
+
+    @pytest.mark.parametrize("value", ["-1", "true", '"300"'])
+    def test_invalid(self, value: str) -> None:
+        with pytest.raises(PolicyError) as info:
+            parse_policy(f"[store]\nclock_skew_seconds = {value}\n")
+        assert (info.value.field, info.value.line) == ("store.clock_skew_seconds", 2)
