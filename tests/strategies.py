@@ -253,7 +253,16 @@ def policies(
         )
     if dependency_mode is not None and base.dependency_mode != dependency_mode:
         base = attrs.evolve(base, dependency_mode=dependency_mode)
-    return base
+    return _trusting_generator(base)
+
+
+def _trusting_generator(policy: Policy) -> Policy:
+    """The policy with the generator's one writer ``w`` holding the top level, so logs that
+    claim any authority stay valid under a policy binding writers (strict.toml)."""
+    if policy.writer_rank("w") == len(policy.authority_ladder) - 1:
+        return policy
+    top = policy.authority_ladder[-1]
+    return attrs.evolve(policy, writers=tuple(sorted((*policy.writers, ("w", top)))))
 
 
 # -- the log builder -------------------------------------------------------------------
@@ -308,10 +317,11 @@ class _Builder:
 
 
 def _visibility(draw: st.DrawFn, policy: Policy) -> dict[str, Any]:
-    """Usually a restriction; sometimes ``{}`` or empty lists, which restrict nothing."""
+    """Usually a restriction; sometimes ``{}``, which restricts nothing (an empty list is an
+    input error)."""
     body: dict[str, Any] = {}
-    _put(body, "roles", _maybe(draw, st.lists(st.sampled_from(ROLES), max_size=2)))
-    _put(body, "actors", _maybe(draw, st.lists(st.sampled_from(PEOPLE), max_size=2)))
+    _put(body, "roles", _maybe(draw, st.lists(st.sampled_from(ROLES), min_size=1, max_size=2)))
+    _put(body, "actors", _maybe(draw, st.lists(st.sampled_from(PEOPLE), min_size=1, max_size=2)))
     _put(body, "clearance", _maybe(draw, st.sampled_from(policy.clearance_ladder)))
     if not body and draw(st.booleans()):
         body["roles"] = [draw(st.sampled_from(ROLES))]

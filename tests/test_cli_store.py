@@ -311,3 +311,60 @@ class TestBusy:
             holder.close()
         assert run.code == 3 and "busy timeout" in run.err
         assert run.log_line()["outcome"] == "busy" and run.log_line()["error"] == "StoreBusyError"
+
+
+class TestHostileInputEverywhere:
+    """Issue 11: bad input is exit 2 naming line and field in every reader."""
+
+    HUGE = "9" * 5000
+
+    def huge_log(self, tmp_path: Path) -> Path:
+        lines = raw_lines()
+        lines.insert(1, lines[0].replace('"EMEA"', self.HUGE).replace('"e1"', '"e9"').replace('"F1"', '"F9"'))
+        target = tmp_path / "huge.jsonl"
+        target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return target
+
+    @pytest.mark.parametrize("command", ["resolve", "verify", "append"])
+    def test_huge_integer_is_exit_2_with_line_and_field(self, tmp_path: Path, command: str) -> None:
+        log = self.huge_log(tmp_path)
+        if command == "append":
+            target = tmp_path / "s.db"
+            assert gamma("init", str(target)).code == 0
+            run = gamma("append", str(target), str(log))
+        elif command in ("resolve", "validate"):
+            run = gamma(command, str(log), "--actor", "alice", "--at", "2026-03-02T00:00:00Z")
+        else:
+            run = gamma(command, str(log))
+        assert run.code == 2, (run.out, run.err)
+        assert "line 2" in run.err and "value" in run.err, run.err
+
+    @pytest.mark.parametrize("command", ["verify", "resolve"])
+    def test_zero_byte_file_is_an_error(self, tmp_path: Path, command: str) -> None:
+        empty = tmp_path / "empty"
+        empty.write_bytes(b"")
+        at = ["--actor", "alice", "--at", "2026-03-02T00:00:00Z"]
+        args = at if command in ("resolve", "validate") else []
+        run = gamma(command, str(empty), *args)
+        assert run.code == 2, (run.out, run.err)
+        assert "empty" in run.err
+
+    def test_init_still_accepts_an_empty_file(self, tmp_path: Path) -> None:
+        empty = tmp_path / "new.db"
+        empty.write_bytes(b"")
+        assert gamma("init", str(empty)).code == 0
+
+    def test_append_refuses_an_over_claim_under_strict(self, tmp_path: Path) -> None:
+        """The store applies the writers' rule at append: an unlisted writer claiming
+        executive authority under strict.toml is refused, and nothing is stored."""
+        target = tmp_path / "s.db"
+        assert gamma("init", str(target), "--policy", str(ROOT / "policies" / "strict.toml")).code == 0
+        bad = stamp([A("F1", "k", "v"), A("F2", "k", "w", authority="executive", actor="mallory")])
+        events = tmp_path / "bad.jsonl"
+        events.write_text("".join(json.dumps(e) + "\n" for e in bad), encoding="utf-8")
+        run = gamma("append", str(target), str(events))
+        assert run.code == 2 and "authority" in run.err and "mallory" in run.err, run.err
+        assert gamma("export", str(target)).out == ""
+        ok = stamp([A("F1", "k", "v", authority="executive", actor="ceo")])
+        events.write_text(json.dumps(ok[0]) + "\n", encoding="utf-8")
+        assert gamma("append", str(target), str(events)).code == 0

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import gamma
 import gamma.core.resolver as resolver_module
 from gamma.cli.conformance import junit_xml
 from gamma.conformance.cases import Case, load_cases
@@ -264,3 +265,21 @@ def _ref(case: Case) -> Any:
     from gamma.conformance.runner import reference_said
 
     return reference_said(case)
+
+
+class TestCaseDirectory:
+    """Issue 11: every ``.json`` in a case directory loads or is an error."""
+
+    def test_misspelt_suite_is_an_error_not_a_skip(self, tmp_path: Path) -> None:
+        obj = json.loads(POSITIVE.read_text())
+        obj["siute"] = obj.pop("suite")
+        (tmp_path / "a.json").write_text(json.dumps(obj))
+        with pytest.raises(gamma.InputError) as info:
+            load_cases(tmp_path)
+        assert info.value.source == str(tmp_path / "a.json")
+
+    def test_actors_and_logs_beside_cases_are_skipped(self, tmp_path: Path) -> None:
+        (tmp_path / "case.json").write_text(POSITIVE.read_text())
+        (tmp_path / "alice.json").write_text('{"id": "alice", "tenant": "acme", "roles": []}')
+        (tmp_path / "log.jsonl").write_text('{"id": "e1"}\n')
+        assert len(load_cases(tmp_path)) == 1

@@ -573,3 +573,59 @@ class TestActor:
             parse_actor(obj)
         assert isinstance(info.value, InputError)
         assert info.value.field == field
+
+
+class TestHostileInput:
+    """Issue 11: huge integers, invisible characters in names, empty visibility lists."""
+
+    @pytest.mark.parametrize("digits", [17, 5000])
+    def test_huge_integer_is_an_input_error_naming_the_field(self, digits: int) -> None:
+        """Past ±(2^53-1), and past Python's 4,300-digit int limit, the field is named."""
+        fails_on_3(raw3("9" * digits), ValueTypeError, "value")
+
+    def test_huge_integer_in_a_nested_field(self) -> None:
+        text = third(A("F3", "k3", "v", visibility={"roles": ["hr"]})).replace(
+            '["hr"]', "[" + "1" * 5000 + "]"
+        )
+        fails_on_3(text, ValueTypeError, "visibility.roles")
+
+    @pytest.mark.parametrize("char", ["\r", "\x1b", "\u200b", "\u202e", "\ufeff", "\U000e0041", "\u2028"])
+    @pytest.mark.parametrize("field", ["id", "actor", "key", "fact", "scope"])
+    def test_control_and_format_characters_in_names(self, char: str, field: str) -> None:
+        event = A("F3", "k3", "v", scope="s")
+        body = stamp([*GOOD, event])[2]
+        body[field] = body[field] + char + "x"
+        fails_on_3(json.dumps(body), ValueTypeError, field)
+
+    @pytest.mark.parametrize("field", ["role", "to_actor"])
+    def test_control_characters_in_grantees(self, field: str) -> None:
+        fails_on_3(G(fact="F1", **{field: "hr\x1b[8m"}), ValueTypeError, field)
+
+    def test_control_characters_in_visibility_names(self) -> None:
+        fails_on_3(
+            A("F3", "k3", "v", visibility={"roles": ["hr", "ops\u202e"]}),
+            ValueTypeError,
+            "visibility.roles[1]",
+        )
+
+    def test_values_may_hold_any_text(self) -> None:
+        """Only names are refused: a value is data, escaped on output."""
+        assert log(A("F1", "k", "line one\r\nline two \u200b"))[0].value == "line one\r\nline two \u200b"
+
+    @pytest.mark.parametrize("field", ["roles", "actors"])
+    def test_empty_visibility_list_is_an_input_error(self, field: str) -> None:
+        """An empty list would make the fact public silently: public is no ``visibility``."""
+        fails_on_3(A("F3", "k3", "v", visibility={field: []}), ValueTypeError, f"visibility.{field}")
+
+    @pytest.mark.parametrize("field", ["id", "tenant", "scope"])
+    def test_actor_names_refuse_control_characters(self, field: str) -> None:
+        body = {"id": "alice", "tenant": "acme", "scope": "global"}
+        body[field] = body[field] + "\u200f"
+        with pytest.raises(ActorError) as info:
+            parse_actor(body)
+        assert info.value.field == field
+
+    def test_actor_roles_refuse_control_characters(self) -> None:
+        with pytest.raises(ActorError) as info:
+            parse_actor({"id": "alice", "tenant": "acme", "roles": ["hr", "sales\x00"]})
+        assert info.value.field == "roles[1]"

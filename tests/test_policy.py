@@ -5,11 +5,20 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import AT, A, actor, log, run
+from helpers import AT, A, G, P, R, V, actor, log, run
 
-from gamma import DEFAULT_POLICY, Policy, PolicyError, load_policy, parse_policy, resolve
+from gamma import (
+    DEFAULT_POLICY,
+    Policy,
+    PolicyError,
+    ValueTypeError,
+    load_policy,
+    parse_policy,
+    resolve,
+)
 
 POLICIES = Path(__file__).resolve().parent.parent / "policies"
 
@@ -23,6 +32,12 @@ def independent_digest(policy: Policy) -> str:
         "dependencies": {"mode": policy.dependency_mode},
         "disclosure": {"restricted_keys": policy.restricted_keys},
     }
+    if policy.writer_default is not None:
+        body["authority"]["writer_default"] = policy.writer_default
+    if policy.over_claim != "cap":
+        body["authority"]["over_claim"] = policy.over_claim
+    if policy.writers:
+        body["writers"] = dict(policy.writers)
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -103,7 +118,9 @@ class TestShippedPolicies:
     def test_strict_unattributed_write_cannot_supersede(self) -> None:
         """Under strict, an assert without authority is unverified and cannot supersede an attributed fact."""
         strict = load_policy(POLICIES / "strict.toml")
-        res = run(A("F1", "k", "v1", authority="peer"), A("F2", "k", "v2"), policy=strict)
+        res = run(
+            A("F1", "k", "v1", authority="peer", actor="hr-lead"), A("F2", "k", "v2"), policy=strict
+        )
         assert [a.fact for a in res.admitted] == ["F1"]
         assert res.excluded_fact("F2").codes == ("outranked",)  # type: ignore[union-attr]
         assert res.admitted[0].authority == "peer"
@@ -204,3 +221,155 @@ class TestInOutput:
         assert [a.fact for a in res.admitted] == ["F1"]
         assert res.admitted[0].authority == "chief"
         assert res.excluded_fact("F2").codes == ("outranked",)  # type: ignore[union-attr]
+
+
+# -- writers' authority (issue 11) -------------------------------------------------------
+
+WRITERS = """
+[authority]
+{extra}
+
+[writers]
+"exec" = "executive"
+"hr-*" = "manager"
+"hr-intern" = "subordinate"
+"""
+
+
+def writers_policy(extra: str = "") -> Policy:
+    return parse_policy(WRITERS.format(extra=extra))
+
+
+class TestWriters:
+    def test_entries_and_default(self) -> None:
+        """Exact ids and '*' prefixes; the highest matching entry wins; unlisted writers hold
+        writer_default (by default the top of the ladder: claims are trusted)."""
+        p = writers_policy()
+        ladder = p.authority_ladder
+        assert ladder[p.writer_rank("exec")] == "executive"
+        assert ladder[p.writer_rank("hr-bob")] == "manager"
+        assert ladder[p.writer_rank("hr-intern")] == "manager"  # "hr-*" also matches
+        assert ladder[p.writer_rank("execs")] == "policy"  # not a prefix entry
+        low = writers_policy('writer_default = "system"')
+        assert ladder[low.writer_rank("anyone")] == "system"
+
+    @pytest.mark.parametrize(
+        ("text", "field"),
+        [
+            ('[writers]\n"a" = "boss"\n', "writers.a"),
+            ('[writers]\n"a*b" = "peer"\n', "writers.a*b"),
+            ('[writers]\n"a" = 3\n', "writers.a"),
+            ('[authority]\nwriter_default = "boss"\n', "authority.writer_default"),
+            ('[authority]\nover_claim = "maybe"\n', "authority.over_claim"),
+        ],
+    )
+    def test_invalid_writer_entries(self, text: str, field: str) -> None:
+        with pytest.raises(PolicyError) as info:
+            parse_policy(text)
+        assert info.value.field == field
+        assert info.value.line is not None
+
+    def test_policy_without_writers_keeps_its_digest(self) -> None:
+        assert parse_policy("[writers]\n").digest == DEFAULT_POLICY.digest
+        assert writers_policy().digest != DEFAULT_POLICY.digest
+        assert writers_policy().digest == independent_digest(writers_policy())
+        assert Policy.from_dict(writers_policy().to_dict()) == writers_policy()
+
+    def test_strict_gives_unlisted_writers_the_lowest_level_and_refuses(self) -> None:
+        strict = load_policy(POLICIES / "strict.toml")
+        assert strict.writer_rank("someone-unlisted") == 0
+        assert strict.over_claim == "refuse"
+
+
+# every event type that carries authority: (event dicts before the attack, the attack)
+_HIDDEN_EXEC = A("F1", "salary", "$1", authority="executive", visibility={"roles": ["board"]})
+ATTACKS = {
+    "assert-supersedes": (
+        [A("F1", "k", "exec's", authority="executive")],
+        A("F2", "k", "forged", authority="policy", supersedes=["F1"], actor="mallory"),
+    ),
+    "retract": ([A("F1", "k", "exec's", authority="executive")], R("F1", authority="policy", actor="mallory")),
+    "promote": (
+        [A("F1", "k", "draft", authority="executive", status="draft")],
+        P("F1", authority="policy", actor="mallory"),
+    ),
+    "grant-fact": ([_HIDDEN_EXEC], G(fact="F1", to_actor="alice", authority="policy", actor="mallory")),
+    "grant-key": ([_HIDDEN_EXEC], G(key="salary", to_actor="alice", authority="policy", actor="mallory")),
+    "revoke": (
+        [_HIDDEN_EXEC, G(fact="F1", to_actor="alice", authority="executive", actor="exec")],
+        V(fact="F1", to_actor="alice", authority="policy", actor="mallory"),
+    ),
+}
+
+
+class TestWriterAuthorityAttack:
+    """A writer claiming more authority than it holds gains nothing (capped, listed under
+    ``ignored``), or is refused at validation where the policy says ``over_claim = "refuse"``."""
+
+    LOW = 'writer_default = "subordinate"'
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        before, attack = ATTACKS[name]
+        return [{**e, "actor": e.get("actor", "exec")} for e in before] + [attack]
+
+    @pytest.mark.parametrize("name", sorted(ATTACKS))
+    def test_trusted_when_no_writer_binds_the_claim(self, name: str) -> None:
+        """The control: without writers' bounds the forged claim works (so the test can fail)."""
+        honest = run(*self.events(name), policy=DEFAULT_POLICY)
+        assert effect(name, honest)
+
+    @pytest.mark.parametrize("name", sorted(ATTACKS))
+    def test_capped_by_default(self, name: str) -> None:
+        policy = writers_policy(self.LOW)
+        res = run(*self.events(name), policy=policy)
+        assert not effect(name, res), res.to_json()
+        attack_id = f"e{len(self.events(name))}"
+        capped = {(i.event, i.code) for i in res.ignored}
+        assert (attack_id, "authority_capped") in capped
+
+    @pytest.mark.parametrize("name", sorted(ATTACKS))
+    def test_refused_under_refuse(self, name: str) -> None:
+        policy = writers_policy(self.LOW + '\nover_claim = "refuse"')
+        with pytest.raises(ValueTypeError) as info:
+            log(*self.events(name), policy=policy)
+        assert info.value.field == "authority"
+        assert info.value.line == len(self.events(name))
+        assert "mallory" in str(info.value)
+
+    def test_claim_within_what_the_writer_holds_is_kept(self) -> None:
+        policy = writers_policy(self.LOW + '\nover_claim = "refuse"')
+        res = run(A("F1", "k", "v", authority="manager", actor="hr-ann"), policy=policy)
+        assert res.admitted[0].authority == "manager"
+        assert res.ignored == ()
+
+    def test_admitted_authority_is_the_effective_one(self) -> None:
+        res = run(A("F1", "k", "v", authority="policy", actor="mallory"), policy=writers_policy(self.LOW))
+        assert res.admitted[0].authority == "subordinate"
+
+
+def effect(name: str, res: Any) -> bool:
+    """Whether the attack took effect."""
+    admitted = {a.fact: a for a in res.admitted}
+    if name == "assert-supersedes":
+        return "F1" not in admitted
+    if name == "retract":
+        return "F1" not in admitted
+    if name == "promote":
+        return "F1" in admitted
+    if name.startswith("grant"):
+        return "F1" in admitted
+    return "F1" not in admitted  # revoke: the executive's grant is ended
+
+
+class TestClockSkew:
+    def test_default_and_digest(self) -> None:
+        assert DEFAULT_POLICY.clock_skew_seconds == 300
+        assert parse_policy("[store]\nclock_skew_seconds = 300\n").digest == DEFAULT_POLICY.digest
+        p = parse_policy("[store]\nclock_skew_seconds = 60\n")
+        assert p.clock_skew_seconds == 60 and Policy.from_dict(p.to_dict()) == p
+
+    @pytest.mark.parametrize("value", ["-1", "true", '"300"'])
+    def test_invalid(self, value: str) -> None:
+        with pytest.raises(PolicyError) as info:
+            parse_policy(f"[store]\nclock_skew_seconds = {value}\n")
+        assert (info.value.field, info.value.line) == ("store.clock_skew_seconds", 2)

@@ -143,9 +143,10 @@ class TestContextLeaks:
         assert not set(report) & set(invisible)
 
     def test_odd_key_is_json_encoded(self) -> None:
-        """A key that is not a plain word is JSON-encoded, so it cannot break the line either."""
-        text = context(A("F1", "a key\n## Binding", "v"))
-        assert '- [F1] "a key\\n## Binding" = "v"' in text.splitlines()
+        """A key that is not a plain word is JSON-encoded, so it cannot break the line either
+        (a key holding a newline is refused at validation)."""
+        text = context(A("F1", "a key ## Binding", "v"))
+        assert '- [F1] "a key ## Binding" = "v"' in text.splitlines()
 
     def test_odd_actor_id_in_header_is_json_encoded(self) -> None:
         """An actor id that is not a plain word is JSON-encoded in the header."""

@@ -40,6 +40,7 @@ from gamma import (
     Actor,
     Assert,
     Event,
+    InputError,
     Policy,
     Resolution,
     load_events,
@@ -116,10 +117,10 @@ class TestAccessControl:
         assert admitted_ids(run(*events, who=actor("carol", roles=["hr"]))) == ["F1"]
         assert codes(run(*events, who=actor("dave")), "F1") == ("access_denied",)
 
-    def test_empty_lists_mean_everyone(self) -> None:
-        """Empty roles and actors lists restrict nobody."""
-        res = run(A("F1", "k", "v", visibility={"roles": [], "actors": []}))
-        assert admitted_ids(res) == ["F1"]
+    def test_empty_lists_are_an_input_error(self) -> None:
+        """Empty roles and actors lists would restrict nobody, silently: refused (issue 11)."""
+        with pytest.raises(InputError):
+            run(A("F1", "k", "v", visibility={"roles": [], "actors": []}))
 
     @pytest.mark.parametrize(
         ("clearance", "seen"),

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -105,7 +106,8 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def append_without_ts(self, data: st.DataObject) -> None:
-        """Trailing events that omit ts are stamped max(now, the previous ts), in order."""
+        """Trailing events that omit ts are stamped now, in order; with the clock behind the
+        previous ts the batch is refused (never stamped ahead of the clock, issue 11)."""
         batch = data.draw(extensions(self.log(), min_size=1, max_size=3), label="batch")
         unstamped = data.draw(st.integers(1, len(batch.lines)), label="unstamped")
         floor = (
@@ -119,6 +121,7 @@ class StoreMachine(RuleBasedStateMachine):
             label="now - floor",
         )
         sent, expected = [], []
+        behind = floor is not None and now < floor
         for index, line in enumerate(batch.lines):
             if index >= len(batch.lines) - unstamped:
                 stamp = now if floor is None else max(now, floor)
@@ -128,6 +131,13 @@ class StoreMachine(RuleBasedStateMachine):
             else:
                 sent.append(line)
                 expected.append(line)
+        if behind:
+            head = self.model_head()
+            with pytest.raises(gamma.InputError) as info:
+                self.open_store().append(sent, now=now)
+            assert info.value.field == "ts", str(info.value)
+            assert self.open_store().head() == head
+            return
         result = self.open_store().append(sent, now=now)
         self.lines += expected
         assert result.appended == len(sent)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import T0, A, G, R, X, stamp, ts
+from helpers import T0, A, G, R, X, parse_lines, stamp, ts
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from strategies import Log, Malformed, logs, malformed_logs, written_jsonl
@@ -192,9 +192,17 @@ class TestAppend:
         assert store.head() == head and len(store) == 5
 
     def test_same_id_twice_in_one_batch(self, store: Store) -> None:
-        """Within a batch an identical repeat is skipped, a different one refused."""
+        """One rule with a JSONL file (issue 11): a batch repeating an event, identical or
+        not, is refused; a retry of a batch already stored is skipped."""
         one = lines(A("F1", "k", "v"))[0]
-        assert store.append([one, one]).appended == 1
+        with pytest.raises(DuplicateIdError) as info:
+            store.append([one, one])
+        assert (info.value.line, info.value.field) == (2, "id")
+        assert len(store) == 0
+        with pytest.raises(DuplicateIdError):
+            parse_lines([one, one])
+        assert store.append([one]).appended == 1
+        assert store.append([one]).appended == 0
         other = json.dumps({**json.loads(one), "id": "e9", "fact": "F9"})
         changed = json.dumps({**json.loads(other), "value": "w"})
         with pytest.raises(DuplicateIdError) as info:
@@ -291,13 +299,38 @@ class TestTimestamps:
         assert event.ts == now
         assert '"ts":"2026-05-01T12:00:00.250000Z"' in next(store.export())
 
-    def test_stamp_never_goes_before_the_head(self, store: Store) -> None:
-        """With a clock behind the head, the stamp is the head's ts: never decreasing."""
+    def test_stamp_never_goes_ahead_of_the_clock(self, store: Store) -> None:
+        """With a clock behind the head, an event without ts is refused (it could only be
+        stamped ahead of the clock or backwards), naming ts; nothing is stored."""
         store.append(lines(A("F1", "k", "v")))  # ts = T0 + 1 min
         late_clock = T0 - timedelta(days=1)
         body = {k: v for k, v in stamp([A("F2", "k", "w")])[0].items() if k != "ts"}
-        store.append([json.dumps(body | {"id": "e2"})], now=late_clock)
-        assert [e.ts for e in store.events()] == [T0 + timedelta(minutes=1)] * 2
+        with pytest.raises(InputError) as info:
+            store.append([json.dumps(body | {"id": "e2"})], now=late_clock)
+        assert (info.value.line, info.value.field) == (1, "ts")
+        assert "ahead of the store's clock" in str(info.value)
+        assert len(store) == 1
+
+    def test_future_ts_is_refused(self, store: Store) -> None:
+        """Issue 11: a ts more than the policy's skew (5 minutes) ahead of the clock is
+        refused, so one 9999 stamp cannot poison every later append."""
+        now = T0
+        poison = json.dumps(stamp([A("F1", "k", "v")])[0] | {"ts": "9999-12-31T00:00:00Z"})
+        with pytest.raises(InputError) as info:
+            store.append(["", poison], now=now)
+        assert (info.value.line, info.value.field) == (2, "ts")
+        assert len(store) == 0
+        near = json.dumps(stamp([A("F1", "k", "v")])[0] | {"ts": ts(5)})  # T0 + 5 minutes
+        assert store.append([near], now=now).appended == 1
+        later = json.dumps(stamp([A("F2", "k", "w")])[0] | {"id": "e2", "ts": ts(5.5)})
+        with pytest.raises(InputError):
+            store.append([later], now=now)
+
+    def test_skew_comes_from_the_policy(self, path: Path) -> None:
+        policy = parse_policy("[store]\nclock_skew_seconds = 3600\n")
+        with Store.init(path, policy=policy) as store:
+            event = json.dumps(stamp([A("F1", "k", "v")])[0] | {"ts": ts(59)})
+            assert store.append([event], now=T0).appended == 1
 
     def test_stamped_event_retried_is_skipped(self, store: Store) -> None:
         """A ts-less event retried later matches its stored stamp and is skipped."""
@@ -478,7 +511,11 @@ class TestAgainstTheFileReader:
                 assert store.append(text).appended == 0
             written = Path(tmp) / "log.jsonl"
             written.write_text(text, encoding="utf-8")
-            assert verify_file(written).head == head_of(canonical)
+            if text:
+                assert verify_file(written).head == head_of(canonical)
+            else:  # a zero-byte file is neither a store nor a log (issue 11)
+                with pytest.raises(InputError, match="empty"):
+                    verify_file(written)
 
     @given(malformed_logs())
     def test_malformed_batch_fails_like_the_file_and_stores_nothing(self, bad: Malformed) -> None:

@@ -8,6 +8,7 @@ from a directory that is not the checkout. About 20-40 s, most of it pip.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -28,10 +29,13 @@ def _run(*args: str | Path, cwd: Path, timeout: float = 300) -> subprocess.Compl
 
 
 def test_wheel_outside_the_checkout(tmp_path: Path) -> None:
-    dist, elsewhere = tmp_path / "dist", tmp_path / "elsewhere"
+    dist, elsewhere, source = tmp_path / "dist", tmp_path / "elsewhere", tmp_path / "source"
     elsewhere.mkdir()
+    # a clean copy: setuptools builds in the tree, and a stale build/ would leak old files
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".venv", ".hypothesis"))
     built = _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
-                 dist, ROOT, cwd=tmp_path)
+                 dist, source, cwd=tmp_path)
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("gamma-*.whl")
     venv.create(tmp_path / "venv", with_pip=True, system_site_packages=False)

@@ -63,9 +63,11 @@ def load_cases(
     """Read and validate cases from files and directories, optionally of one ``suite``.
 
     A ``.json`` file holds one case, a ``.jsonl`` file one case per line. A directory is
-    walked recursively in sorted order; there, event logs (``*.events.jsonl``) and JSON
-    files whose first object has no ``suite`` field (logs, actors, import reports) are
-    skipped. A file named explicitly is always read as cases. Case ids must be unique.
+    walked recursively in sorted order; there, event logs (``*.events.jsonl``), JSON Lines
+    files whose first object has no ``suite`` field (logs, replies) and ``.json`` actors
+    (objects with only actor fields) are skipped; every other ``.json`` file is read as a
+    case, so a case with a misspelt field is an error, never silently left out. A file named
+    explicitly is always read as cases. Case ids must be unique.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -119,7 +121,12 @@ def _looks_like_case(path: Path) -> bool:
         first = json.loads(text)
     except (ValueError, RecursionError):
         return True
+    if path.suffix == ".json":
+        return not (isinstance(first, dict) and first and set(first) <= _ACTOR_FIELDS)
     return isinstance(first, dict) and "suite" in first
+
+
+_ACTOR_FIELDS = frozenset({"id", "tenant", "roles", "clearance", "scope"})
 
 
 def _read_file(path: Path, logs: dict[Path, tuple[Event, ...]]) -> Iterator[Case]:

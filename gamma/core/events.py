@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -58,6 +59,8 @@ __all__ = [
     "dump_events",
     "parse_actor",
     "check_scope",
+    "unsafe_character",
+    "EMPTY_FILE",
 ]
 
 _SCOPE = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
@@ -87,13 +90,24 @@ def decode_json(text: str, *, source: str | None = None, line: int | None = None
         refused.append(_Refused(f"{name} is not valid JSON", JSONSyntaxError))
         return refused[-1]
 
+    def checked_int(raw: str) -> Any:
+        # int() of more than 4,300 digits raises; anything past 16 digits is unsafe anyway
+        if len(raw) > 17:
+            refused.append(_Refused(f"integer of {len(raw.lstrip('-'))} digits is beyond ±(2^53-1)"))
+            return refused[-1]
+        return int(raw)
+
     def no_float(raw: str) -> Any:
         refused.append(_Refused(f"floats are not allowed ({raw}): write decimals as strings"))
         return refused[-1]
 
     try:
         value = json.loads(
-            text, object_pairs_hook=pairs, parse_constant=no_constant, parse_float=no_float
+            text,
+            object_pairs_hook=pairs,
+            parse_constant=no_constant,
+            parse_float=no_float,
+            parse_int=checked_int,
         )
     except json.JSONDecodeError as exc:
         raise JSONSyntaxError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=line) from None
@@ -183,11 +197,62 @@ def event_from_json(
     return event
 
 
+def unsafe_character(text: str) -> str | None:
+    """The first control, format (Cf: bidi, zero-width, tag) or unassigned-surrogate character
+    of ``text``, as ``U+XXXX``, or None. Names (ids, keys, roles, actors, scopes) refuse them."""
+    for char in text:
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            return f"U+{ord(char):04X}"
+    return None
+
+
+def _check_name(value: str, fail: Any, field: str) -> None:
+    if not value:
+        raise fail(ValueTypeError, "must be a non-empty string", field)
+    bad = unsafe_character(value)
+    if bad is not None:
+        raise fail(
+            ValueTypeError,
+            f"{value!r} holds the control or invisible format character {bad}",
+            field,
+        )
+
+
 def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
     for name in _ID_FIELDS:
         value = getattr(event, name, None)
-        if value is not None and isinstance(value, str) and not value:
-            raise fail(ValueTypeError, "must be a non-empty string", name)
+        if value is not None and isinstance(value, str):
+            _check_name(value, fail, name)
+    if isinstance(event, Assert) and event.scope is not None:
+        _check_name(event.scope, fail, "scope")
+    if isinstance(event, Assert) and event.visibility is not None:
+        for list_name in ("roles", "actors"):
+            names = getattr(event.visibility, list_name)
+            if names is None:
+                continue
+            if not names:
+                raise fail(
+                    ValueTypeError,
+                    "an empty list restricts nothing: leave the field out (no 'visibility'"
+                    " means public)",
+                    f"visibility.{list_name}",
+                )
+            for index, item in enumerate(names):
+                _check_name(item, fail, f"visibility.{list_name}[{index}]")
+    authority = getattr(event, "authority", None)
+    if (
+        authority is not None
+        and policy.over_claim == "refuse"
+        and policy.knows_authority(authority)
+        and policy.over_claims(authority, event.actor)
+    ):
+        held = policy.authority_ladder[policy.writer_rank(event.actor)]
+        raise fail(
+            ValueTypeError,
+            f"writer {event.actor!r} holds at most {held!r} authority; the event claims"
+            f" {authority!r}",
+            "authority",
+        )
     unknown = unknown_level(event, policy)
     if unknown is not None:
         raise fail(ValueTypeError, unknown[1], unknown[0])
@@ -408,6 +473,9 @@ def parse_events(
     return tuple(event for _, event in parsed)
 
 
+EMPTY_FILE = "the file is empty (zero bytes): neither a store nor an event log"
+
+
 def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[Event, ...]:
     """Read and validate a JSONL event log file."""
     path = Path(path)
@@ -415,6 +483,8 @@ def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[E
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
+    if not data:
+        raise InputError(EMPTY_FILE, source=str(path))
     return parse_events(decode_lines(data, source=str(path)), policy=policy, source=str(path))
 
 
@@ -483,8 +553,10 @@ def parse_actor(obj: Any, *, policy: Policy = DEFAULT_POLICY, source: str = "<ac
         field, message = first_failure(exc)
         raise fail(ActorError, message, field) from None
     for name in ("id", "tenant"):
-        if not getattr(actor, name):
-            raise fail(ActorError, "must be a non-empty string", name)
+        _check_name(getattr(actor, name), fail, name)
+    for index, role in enumerate(actor.roles):
+        _check_name(role, fail, f"roles[{index}]")
+    _check_name(actor.scope, fail, "scope")
     _scope_or_fail(actor.scope, fail, "scope")
     clearance = actor.clearance if actor.clearance is not None else policy.clearance_default
     if not policy.knows_clearance(clearance):

@@ -51,6 +51,7 @@ _HIDDEN = frozenset({"access_denied", "dependency_restricted"})
 _OWN_VALIDITY = VALIDITY_CODES - {"dependency_invalidated"}
 _OWN_VISIBILITY = frozenset({"access_denied", "out_of_scope"})
 _INSUFFICIENT = "insufficient_authority"
+_CAPPED = "authority_capped"
 
 
 def scope_contains(outer: str, inner: str) -> bool:
@@ -115,10 +116,19 @@ class _Fold:
 
     # -- handlers, one per event type -------------------------------------------------
 
+    def rank(self, event: Assert | Retract | Promote | Grant | Revoke) -> int:
+        """The event's effective authority: its claim capped at what its writer holds; an
+        explicit claim above that is listed under ``ignored`` as ``authority_capped``."""
+        if self.policy.over_claims(event.authority, event.actor):
+            target = event.fact if event.fact is not None else event.key
+            assert target is not None
+            self.ignored.add((event.id, _CAPPED, target))
+        return self.policy.event_rank(event.authority, event.actor)
+
     def on_assert(self, pos: int, event: Assert) -> None:
         fact = _Fact(
             event=event,
-            rank=self.policy.authority_rank(event.authority),
+            rank=self.rank(event),
             scope=event.scope or "global",
         )
         self.facts[event.fact] = fact
@@ -129,7 +139,7 @@ class _Fold:
 
     def on_retract(self, pos: int, event: Retract) -> None:
         fact = self.facts[event.fact]
-        if self.policy.authority_rank(event.authority) < fact.rank:
+        if self.rank(event) < fact.rank:
             self.ignored.add((event.id, _INSUFFICIENT, fact.id))
         elif fact.retracted_by is None:
             fact.retracted_by = event.id
@@ -138,13 +148,13 @@ class _Fold:
 
     def on_promote(self, pos: int, event: Promote) -> None:
         fact = self.facts[event.fact]
-        if self.policy.authority_rank(event.authority) < fact.rank:
+        if self.rank(event) < fact.rank:
             self.ignored.add((event.id, _INSUFFICIENT, fact.id))
         elif fact.commit_pos is None:
             self.commit(fact, pos, event.id, event.ts)
 
     def on_access(self, pos: int, event: Grant | Revoke) -> None:
-        rank = self.policy.authority_rank(event.authority)
+        rank = self.rank(event)
         grantee = f"role:{event.role}" if event.role is not None else f"actor:{event.to_actor}"
         change = (pos, isinstance(event, Grant), event.id, rank)
         if event.fact is not None:
@@ -357,7 +367,7 @@ def _conclude(
                     key=e.key,
                     value=e.value,
                     scope=fact.scope,
-                    authority=e.authority or policy.authority_default,
+                    authority=policy.authority_ladder[fact.rank],
                     kind=e.kind or "fact",
                     priority=e.priority or "hard",
                     needs_recheck=fact.id in recheck,

@@ -18,7 +18,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Self
@@ -278,7 +278,7 @@ class Store:
         """The policy recorded at ``init``; appends are validated against it."""
         if self._policy is None:
             try:
-                self._policy = Policy.from_json(json.loads(self._meta["policy"]), source=str(self.path))
+                self._policy = Policy.from_dict(json.loads(self._meta["policy"]), source=str(self.path))
             except (KeyError, TypeError, ValueError) as exc:
                 raise StoreError(
                     f"{self.path}: the recorded policy is unreadable ({exc})"
@@ -517,19 +517,36 @@ class Store:
         validate_log reports it in line order with every other error.
         """
         stored = self._stored({item.event.id for item in parsed})
-        accepted: dict[str, tuple[str, datetime]] = {}
         pending: list[tuple[int | None, Event, str]] = []
         floor = last_ts
+        horizon = clock + timedelta(seconds=self.policy.clock_skew_seconds)
         for line, event, unstamped in parsed:
-            earlier = stored.get(event.id) or accepted.get(event.id)
+            # only a stored event is skipped: a batch repeating one of its own events is
+            # refused (validate_log: duplicate id), as a JSONL file repeating a line is
+            earlier = stored.get(event.id)
             if unstamped is not None:
-                ts = earlier[1] if earlier else (clock if floor is None else max(clock, floor))
+                if earlier:
+                    ts = earlier[1]
+                elif floor is not None and floor > clock:
+                    raise InputError(
+                        f"the log's last event is stamped {format_ts(floor)}, ahead of the"
+                        f" store's clock ({format_ts(clock)}): an event is never stamped ahead"
+                        " of the clock; give its ts",
+                        source=source, line=line, field="ts",
+                    )
+                else:
+                    ts = clock if floor is None else max(clock, floor)
                 stamped = {**unstamped, "ts": format_ts(ts)}
                 event = event_from_json(stamped, policy=self.policy, source=source, line=line)
             canonical = canonical_event(event)
             if earlier is not None and canonical == earlier[0]:
                 continue
-            accepted.setdefault(event.id, (canonical, event.ts))
+            if event.ts > horizon:
+                raise InputError(
+                    f"ts {format_ts(event.ts)} is more than {self.policy.clock_skew_seconds} s"
+                    f" ahead of the store's clock ({format_ts(clock)})",
+                    source=source, line=line, field="ts",
+                )
             pending.append((line, event, canonical))
             floor = event.ts
         return pending

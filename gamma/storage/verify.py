@@ -26,7 +26,13 @@ from sqlite_utils import Database
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, GENESIS_HEX, keyed_step, step
 from gamma.core.errors import InputError
-from gamma.core.events import canonical_event, decode_json, decode_lines, event_from_json
+from gamma.core.events import (
+    EMPTY_FILE,
+    canonical_event,
+    decode_json,
+    decode_lines,
+    event_from_json,
+)
 from gamma.core.policy import Policy
 from gamma.storage.migrations import ts_micros
 
@@ -429,6 +435,7 @@ class _AnyNames:
 
     authority_ladder: tuple[str, ...] = ()
     clearance_ladder: tuple[str, ...] = ()
+    over_claim = "cap"  # writers' bounds are the resolver's business, not the chain's
 
     def knows_authority(self, name: str) -> bool:
         return True
@@ -472,6 +479,8 @@ def verify_bytes(
     expect_prefix: str | None = None,
 ) -> VerifyReport:
     """:func:`verify_file` over a JSONL log's bytes (e.g. read from standard input)."""
+    if not raw:
+        raise InputError(EMPTY_FILE, source=source)
     lines = decode_lines(raw, source=source)
     computed = GENESIS
     keyed = GENESIS
