@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("score", "score_command"),
     "conformance": ("conformance", "conformance_command"),
     "import": ("importer", "import_group"),
+    "review": ("review", "review_command"),
 }
 
 
