@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
 import structlog
 
+from gamma.audit.replay import read_audit
 from gamma.cli import exit_with
+from gamma.cli.audit import replay_command as single
 from gamma.cli.logs import command
 from gamma.cli.options import log_argument, policy_option, read_at, read_policy
 from gamma.core.errors import InputError
@@ -22,10 +25,10 @@ from gamma.core.events import parse_actor
 from gamma.core.model import Actor
 from gamma.core.policy import Policy
 from gamma.review.jobs import Partition
-from gamma.review.run import Executor, Failure, Outcome, pool, run_review, serial
+from gamma.review.run import Executor, Failure, Outcome, pool, run_replays, run_review, serial
 from gamma.storage.sources import events_and_policy
 
-__all__ = ["review_command", "executor_for"]
+__all__ = ["review_command", "replay_command", "executor_for"]
 
 
 def read_actors(path: str, policy: Policy) -> list[Actor]:
@@ -137,3 +140,80 @@ def review_command(
                    f" of {tenants} tenants; wrote {out}")  # fmt: skip
         if summary["failed"]:
             exit_with(1)
+
+
+def _records_replay(log: str, records_dir: str, policy_path: str | None,
+                    workers: int | None, scheduler: str | None, as_json: bool) -> None:  # fmt: skip
+    """Replay every *.json audit record in records_dir by tenant; one line each and a summary."""
+    with command("replay", log=log, records=records_dir) as record:
+        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
+        paths = sorted(p for p in Path(records_dir).glob("*.json") if p.is_file())
+        records = {p.name: read_audit(p) for p in paths}
+        executor, client = executor_for(workers, scheduler)
+        try:
+            outcomes, failed = run_replays(events, records, policy, executor=executor)
+        finally:
+            if client is not None:
+                client.close()
+        for o in outcomes:
+            if as_json:
+                click.echo(json.dumps({"record": o.name, **o.result}, sort_keys=True))
+            else:
+                first, *rest = o.text.rstrip("\n").split("\n")
+                click.echo(f"{o.name}: {first}")
+                for extra in rest if not o.ok else []:
+                    click.echo(f"  {extra}")
+        for f in failed:
+            click.echo(f"failed: tenant {f.tenant}: {f.error}", err=True)
+        same = sum(o.ok for o in outcomes)
+        click.echo(f"{same} of {len(records)} records identical, {len(outcomes) - same} different,"
+                   f" {len(records) - len(outcomes)} not replayed")  # fmt: skip
+        record.update(records=len(records), identical=same, failed=len(failed))
+        if same != len(records):
+            exit_with(1)
+
+
+def _replay_with_records() -> click.Command:
+    """``gamma replay`` with ``--records DIR``: the audit command's options plus ours.
+
+    Without ``--records`` it is ``gamma replay --expect`` unchanged (gamma.cli.audit).
+    """
+    def callback(**kwargs: Any) -> None:
+        records_dir = kwargs.pop("records_dir")
+        workers, scheduler = kwargs.pop("workers"), kwargs.pop("scheduler")
+        if records_dir is None:
+            if kwargs.get("expect") is None:
+                raise click.UsageError("give --expect AUDIT.json or --records DIR")
+            if workers is not None or scheduler is not None:
+                raise click.UsageError("--workers and --scheduler go with --records")
+            click.get_current_context().invoke(single, **kwargs)
+            return
+        if kwargs.get("expect") is not None:
+            raise click.UsageError("give --expect or --records, not both")
+        _records_replay(kwargs["log"], records_dir, kwargs.get("policy_path"), workers,
+                        scheduler, bool(kwargs.get("as_json")))  # fmt: skip
+
+    params = []
+    for param in single.params:
+        if isinstance(param, click.Option) and param.name == "expect":
+            param = click.Option(param.opts, type=param.type, required=False,
+                                 metavar=param.metavar, help=param.help)  # fmt: skip
+        params.append(param)
+    params += [
+        click.Option(["--records", "records_dir"], type=click.Path(file_okay=False),
+                     metavar="DIR", default=None,
+                     help="Replay every *.json audit record in DIR, by tenant."),
+        click.Option(["--workers"], type=click.IntRange(min=1), default=None, metavar="N",
+                     help="With --records: a process pool of N workers."),
+        click.Option(["--scheduler"], default=None, metavar="ADDRESS",
+                     help="With --records: a Dask cluster (needs gamma[dask])."),
+    ]  # fmt: skip
+    help_text = (single.help or "") + (
+        "\n\nWith --records DIR, replays every audit record in DIR, partitioned by"
+        " tenant (--workers N or --scheduler ADDRESS); exit 0 only if all are identical."
+    )
+    return click.Command("replay", callback=callback, params=params, help=help_text,
+                         short_help=single.get_short_help_str())  # fmt: skip
+
+
+replay_command = _replay_with_records()

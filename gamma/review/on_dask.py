@@ -7,11 +7,11 @@ A worker that dies mid-partition has its task rescheduled by the scheduler.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from distributed import Client, as_completed
 
-from gamma.review.jobs import Partition
-from gamma.review.run import Executor, Failure, Outcome
+from gamma.review.run import Executor, Failure
 
 __all__ = ["dask"]
 
@@ -19,9 +19,7 @@ __all__ = ["dask"]
 def dask(client: Client) -> Executor:
     """Run each partition as one task on ``client``'s cluster."""
 
-    def run(
-        job: Callable[[Partition], Outcome], parts: Sequence[Partition]
-    ) -> Iterator[tuple[Partition, Outcome]]:
+    def run(job: Callable[[Any], Any], parts: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
         futures = client.map(job, parts, pure=False)
         owner = {future.key: part for future, part in zip(futures, parts)}
         for future in as_completed(futures):  # type: ignore[no-untyped-call]

@@ -26,8 +26,11 @@ from gamma.core.errors import GammaError
 from gamma.core.model import Actor, Event
 from gamma.core.policy import Policy
 from gamma.review.jobs import Partition, TenantResult, partition, review_tenant
+from gamma.review.replays import RecordOutcome, partition_records, replay_tenant
 
-__all__ = ["Failure", "Executor", "serial", "pool", "guarded", "run_review", "write_atomic"]
+__all__ = [
+    "Failure", "Executor", "serial", "pool", "guarded", "run_review", "run_replays", "write_atomic",
+]  # fmt: skip
 
 
 @attrs.frozen
@@ -39,12 +42,11 @@ class Failure:
 
 
 Outcome = TenantResult | Failure
-Executor = Callable[
-    [Callable[[Partition], Outcome], Sequence[Partition]], Iterator[tuple[Partition, Outcome]]
-]
+#: (job, partitions) -> (partition, outcome) pairs in any order; a partition has a ``tenant``
+Executor = Callable[[Callable[[Any], Any], Sequence[Any]], Iterator[tuple[Any, Any]]]
 
 
-def guarded(job: Callable[[Partition], TenantResult], part: Partition) -> Outcome:
+def guarded(job: Callable[[Any], Any], part: Any) -> Any:
     """``job(part)``, with an error turned into a Failure naming the tenant."""
     try:
         return job(part)
@@ -53,9 +55,7 @@ def guarded(job: Callable[[Partition], TenantResult], part: Partition) -> Outcom
         return Failure(part.tenant, last)
 
 
-def serial(
-    job: Callable[[Partition], Outcome], parts: Sequence[Partition]
-) -> Iterator[tuple[Partition, Outcome]]:
+def serial(job: Callable[[Any], Any], parts: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
     """One after another, in this process."""
     for part in parts:
         yield part, job(part)
@@ -64,13 +64,11 @@ def serial(
 def pool(workers: int, *, rounds: int = 3) -> Executor:
     """A process pool of ``workers``; partitions of a worker that died are re-run in a new pool."""
 
-    def run(
-        job: Callable[[Partition], Outcome], parts: Sequence[Partition]
-    ) -> Iterator[tuple[Partition, Outcome]]:
+    def run(job: Callable[[Any], Any], parts: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
         todo = list(parts)
         for attempt in range(rounds):
             with ProcessPoolExecutor(max_workers=workers) as executor:
-                futures: dict[Future[Outcome], Partition] = {
+                futures: dict[Future[Any], Any] = {
                     executor.submit(job, part): part for part in todo
                 }
                 todo = []
@@ -149,3 +147,25 @@ def run_review(
     }
     write_atomic(root / "summary.json", canonical_json(summary) + "\n")
     return summary
+
+
+def run_replays(
+    events: Sequence[Event],
+    records: dict[str, dict[str, Any]],
+    policy: Policy,
+    *,
+    executor: Executor = serial,
+) -> tuple[tuple[RecordOutcome, ...], tuple[Failure, ...]]:
+    """Replay every record (name -> record) by tenant; outcomes sorted by name, and failures."""
+    parts = partition_records(events, records, policy)
+    outcomes: list[RecordOutcome] = []
+    failed: list[Failure] = []
+    for _, outcome in executor(functools.partial(guarded, replay_tenant), parts):
+        if isinstance(outcome, Failure):
+            failed.append(outcome)
+        else:
+            outcomes.extend(outcome)
+    return (
+        tuple(sorted(outcomes, key=lambda o: o.name)),
+        tuple(sorted(failed, key=lambda f: f.tenant)),
+    )
