@@ -203,26 +203,34 @@ def test_replay_records_by_tenant_identical_then_different(tmp_path: Path) -> No
     assert all(not o.ok and "head mismatch" in o.text for o in outcomes)
 
 
-def test_cli_review_and_replay_records(tmp_path: Path) -> None:
-    from click.testing import CliRunner
+def _gamma(capsys: Any, *args: object) -> tuple[int, str]:
+    from gamma.cli import main
 
-    from gamma.cli import cli
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    code = exc.value.code
+    return (code if isinstance(code, int) else 1), capsys.readouterr().out
 
+
+def test_cli_review_and_replay_records(tmp_path: Path, capsys: Any) -> None:
     log = tmp_path / "log.jsonl"
     log.write_text("\n".join(LINES) + "\n")
     actors = tmp_path / "actors.jsonl"
     actors.write_text("".join(json.dumps(a) + "\n" for a in ACTOR_OBJS))
-    runner = CliRunner()
-    args = ["review", str(log), "--actors", str(actors), "--at", tenants.ts(350)]
-    one = runner.invoke(cli, [*args, "--out", str(tmp_path / "a")])
-    two = runner.invoke(cli, [*args, "--out", str(tmp_path / "b"), "--workers", "2"])
-    assert one.exit_code == two.exit_code == 0, one.output
+    args = ["review", log, "--actors", actors, "--at", tenants.ts(350)]
+    one = _gamma(capsys, *args, "--out", tmp_path / "a")
+    two = _gamma(capsys, *args, "--out", tmp_path / "b", "--workers", "2")
+    assert one[0] == two[0] == 0, one
     assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
     where = _records(tmp_path)
-    ok = runner.invoke(cli, ["replay", str(log), "--records", str(where)])
-    assert ok.exit_code == 0, ok.output
-    assert ok.output.count(": identical") == 12 and "12 of 12 records identical" in ok.output
-    (where / "zz.json").write_text((where / sorted(p.name for p in where.iterdir())[0]).read_text()
-                                   .replace('"events":300', '"events":299'))  # fmt: skip
-    bad = runner.invoke(cli, ["replay", str(log), "--records", str(where)])
-    assert bad.exit_code == 1 and "zz.json: different" in bad.output
+    code, out = _gamma(capsys, "replay", log, "--records", where)
+    assert code == 0, out
+    assert out.count(": identical") == 12 and "12 of 12 records identical" in out
+    first = sorted(p.name for p in where.iterdir())[0]
+    (where / "zz.json").write_text(
+        (where / first).read_text().replace('"events":300', '"events":299')
+    )
+    code, out = _gamma(capsys, "replay", log, "--records", where)
+    assert code == 1 and "zz.json: different" in out
+    code, out = _gamma(capsys, "replay", log, "--expect", where / first)
+    assert code == 0 and out.startswith("identical"), out
