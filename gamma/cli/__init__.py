@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("store", "export_command"),
     "log": ("store", "log_command"),
     "verify": ("store", "verify_command"),
-    "replay": ("audit", "replay_command"),
+    "replay": ("review", "replay_command"),  # --records by tenant, else audit's replay
     "audit": ("audit", "audit_group"),
     "validate": ("score", "validate_command"),
     "score": ("score", "score_command"),
@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "checkpoint": ("proofs", "checkpoint_command"),
     "verify-checkpoint": ("proofs", "verify_checkpoint_command"),
     "keygen": ("proofs", "keygen_command"),
+    "review": ("review", "review_command"),
 }
 
 

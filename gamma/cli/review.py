@@ -1,0 +1,219 @@
+"""``gamma review``: an access review of every actor, partitioned by tenant.
+
+Exit 0 when every tenant's review was written, 1 when a tenant's job failed
+(the others are still written), 2 on input errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import structlog
+
+from gamma.audit.replay import read_audit
+from gamma.cli import exit_with
+from gamma.cli.audit import replay_command as single
+from gamma.cli.logs import command
+from gamma.cli.options import log_argument, policy_option, read_at, read_policy
+from gamma.core.errors import InputError
+from gamma.core.events import parse_actor
+from gamma.core.model import Actor
+from gamma.core.policy import Policy
+from gamma.review.jobs import Partition
+from gamma.review.run import Executor, Failure, Outcome, pool, run_replays, run_review, serial
+from gamma.storage.sources import events_and_policy
+
+__all__ = ["review_command", "replay_command", "executor_for"]
+
+
+def read_actors(path: str, policy: Policy) -> list[Actor]:
+    """One actor object per line (blank lines skipped)."""
+    actors: list[Actor] = []
+    with open(path, encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except ValueError as exc:
+                raise InputError(f"not JSON: {exc}", source=path, line=number) from None
+            actors.append(parse_actor(obj, policy=policy, source=f"{path}:{number}"))
+    return actors
+
+
+def executor_for(workers: int | None, scheduler: str | None) -> tuple[Executor, Any]:
+    """The executor the flags ask for, and a Dask client to close (or None)."""
+    if workers is not None and scheduler is not None:
+        raise click.UsageError("give --workers or --scheduler, not both")
+    if scheduler is not None:
+        try:  # lazy: Dask is an optional extra, loaded only when --scheduler asks for it
+            from distributed import Client
+
+            from gamma.review.on_dask import dask
+        except ImportError:
+            raise click.UsageError("--scheduler needs Dask: pip install 'gamma[dask]'") from None
+        client = Client(scheduler)  # type: ignore[no-untyped-call]
+        return dask(client), client
+    if workers is None or workers <= 1:
+        return serial, None
+    return pool(workers), None
+
+
+def scheduler_options(func: Any) -> Any:
+    func = click.option(
+        "--scheduler", default=None, metavar="ADDRESS",
+        help="Run on a Dask cluster (tcp://host:8786); needs gamma[dask].",
+    )(func)  # fmt: skip
+    return click.option(
+        "--workers", type=click.IntRange(min=1), default=None, metavar="N",
+        help="Run on a process pool of N workers on this machine (default: serial).",
+    )(func)  # fmt: skip
+
+
+@click.command("review")
+@log_argument
+@click.option("--actors", "actors_path", required=True, type=click.Path(dir_okay=False),
+              metavar="ACTORS.jsonl", help="The actors to review, one JSON object per line.")
+@click.option("--at", "at", required=True, metavar="TS", help="Review time (RFC 3339).")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Directory for tenants/*.jsonl and summary.json.")
+@click.option("--since", "since", default=None, metavar="T0",
+              help="Also list each actor's gains and losses between T0 and --at.")
+@scheduler_options
+@policy_option
+def review_command(
+    log: str, actors_path: str, at: str, out: str, since: str | None,
+    workers: int | None, scheduler: str | None, policy_path: str | None,
+) -> None:  # fmt: skip
+    """Review LOG: every actor's resolution at --at, and who may see each restricted fact.
+
+    Writes DIR/tenants/TENANT.jsonl (one line per actor: its resolution and
+    digest, and with --since its changes) and DIR/summary.json (per tenant, per
+    restricted fact: the actors admitted it and the codes withholding it from
+    the others). Each tenant is one job; the output is byte-identical whatever
+    --workers or --scheduler ran it.
+    """
+    with command("review", log=log, out=out) as record:
+        at_ts = read_at(at)
+        since_ts = read_at(since) if since is not None else None
+        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
+        actors = read_actors(actors_path, policy)
+        executor, client = executor_for(workers, scheduler)
+        tenants = len({a.tenant for a in actors})
+        started = time.perf_counter()
+        log_line = structlog.get_logger("gamma")
+        try:
+            if sys.stderr.isatty():
+                with click.progressbar(length=tenants, label="tenants", file=sys.stderr) as bar:
+                    done_events = [0]
+
+                    def tick(part: Partition, outcome: Outcome) -> None:
+                        done_events[0] += len(part.events)
+                        rate = done_events[0] / max(time.perf_counter() - started, 1e-9)
+                        bar.label = f"tenants ({rate:,.0f} events/s)"
+                        bar.update(1)
+
+                    summary = run_review(events, actors, at_ts, policy, out, since=since_ts,
+                                         executor=executor, on_done=tick)  # fmt: skip
+            else:
+
+                def line(part: Partition, outcome: Outcome) -> None:
+                    failed = isinstance(outcome, Failure)
+                    log_line.info("tenant", tenant=part.tenant, events=len(part.events),
+                                  actors=len(part.actors), failed=failed)  # fmt: skip
+
+                summary = run_review(events, actors, at_ts, policy, out, since=since_ts,
+                                     executor=executor, on_done=line)  # fmt: skip
+        finally:
+            if client is not None:
+                client.close()
+        record.update(events=len(events), actors=len(actors), tenants=tenants,
+                      failed=len(summary["failed"]))  # fmt: skip
+        for failure in summary["failed"]:
+            click.echo(f"failed: tenant {failure['tenant']}: {failure['error']}", err=True)
+        click.echo(f"reviewed {len(actors)} actors in {tenants - len(summary['failed'])}"
+                   f" of {tenants} tenants; wrote {out}")  # fmt: skip
+        if summary["failed"]:
+            exit_with(1)
+
+
+def _records_replay(log: str, records_dir: str, policy_path: str | None,
+                    workers: int | None, scheduler: str | None, as_json: bool) -> None:  # fmt: skip
+    """Replay every *.json audit record in records_dir by tenant; one line each and a summary."""
+    with command("replay", log=log, records=records_dir) as record:
+        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
+        paths = sorted(p for p in Path(records_dir).glob("*.json") if p.is_file())
+        records = {p.name: read_audit(p) for p in paths}
+        executor, client = executor_for(workers, scheduler)
+        try:
+            outcomes, failed = run_replays(events, records, policy, executor=executor)
+        finally:
+            if client is not None:
+                client.close()
+        for o in outcomes:
+            if as_json:
+                click.echo(json.dumps({"record": o.name, **o.result}, sort_keys=True))
+            else:
+                first, *rest = o.text.rstrip("\n").split("\n")
+                click.echo(f"{o.name}: {first}")
+                for extra in rest if not o.ok else []:
+                    click.echo(f"  {extra}")
+        for f in failed:
+            click.echo(f"failed: tenant {f.tenant}: {f.error}", err=True)
+        same = sum(o.ok for o in outcomes)
+        click.echo(f"{same} of {len(records)} records identical, {len(outcomes) - same} different,"
+                   f" {len(records) - len(outcomes)} not replayed")  # fmt: skip
+        record.update(records=len(records), identical=same, failed=len(failed))
+        if same != len(records):
+            exit_with(1)
+
+
+def _replay_with_records() -> click.Command:
+    """``gamma replay`` with ``--records DIR``: the audit command's options plus ours.
+
+    Without ``--records`` it is ``gamma replay --expect`` unchanged (gamma.cli.audit).
+    """
+    def callback(**kwargs: Any) -> None:
+        records_dir = kwargs.pop("records_dir")
+        workers, scheduler = kwargs.pop("workers"), kwargs.pop("scheduler")
+        if records_dir is None:
+            if kwargs.get("expect") is None:
+                raise click.UsageError("give --expect AUDIT.json or --records DIR")
+            if workers is not None or scheduler is not None:
+                raise click.UsageError("--workers and --scheduler go with --records")
+            click.get_current_context().invoke(single, **kwargs)
+            return
+        if kwargs.get("expect") is not None:
+            raise click.UsageError("give --expect or --records, not both")
+        _records_replay(kwargs["log"], records_dir, kwargs.get("policy_path"), workers,
+                        scheduler, bool(kwargs.get("as_json")))  # fmt: skip
+
+    params = []
+    for param in single.params:
+        if isinstance(param, click.Option) and param.name == "expect":
+            param = click.Option(param.opts, type=param.type, required=False,
+                                 metavar=param.metavar, help=param.help)  # fmt: skip
+        params.append(param)
+    params += [
+        click.Option(["--records", "records_dir"], type=click.Path(file_okay=False),
+                     metavar="DIR", default=None,
+                     help="Replay every *.json audit record in DIR, by tenant."),
+        click.Option(["--workers"], type=click.IntRange(min=1), default=None, metavar="N",
+                     help="With --records: a process pool of N workers."),
+        click.Option(["--scheduler"], default=None, metavar="ADDRESS",
+                     help="With --records: a Dask cluster (needs gamma[dask])."),
+    ]  # fmt: skip
+    help_text = (single.help or "") + (
+        "\n\nWith --records DIR, replays every audit record in DIR, partitioned by"
+        " tenant (--workers N or --scheduler ADDRESS); exit 0 only if all are identical."
+    )
+    return click.Command("replay", callback=callback, params=params, help=help_text,
+                         short_help=single.get_short_help_str())  # fmt: skip
+
+
+replay_command = _replay_with_records()

@@ -1,0 +1,236 @@
+"""Access reviews partitioned by tenant: serial, process pool and Dask agree byte for byte."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gamma
+from gamma.core.canonical import parse_ts
+from gamma.core.events import parse_actor
+from gamma.core.policy import DEFAULT_POLICY
+from gamma.review import jobs
+from gamma.review.jobs import Partition, partition, review_tenant
+from gamma.review.run import Failure, pool, run_review, serial
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import tenants  # noqa: E402
+
+LINES, ACTOR_OBJS = tenants.log(400, 30, 90, seed=7)
+EVENTS = gamma.parse_events(LINES)
+ACTORS = [parse_actor(a) for a in ACTOR_OBJS]
+AT = parse_ts(tenants.ts(350))
+SINCE = parse_ts(tenants.ts(200))
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_partition_equals_whole_log_resolution_for_every_actor() -> None:
+    results = {}
+    for part in partition(EVENTS, ACTORS, AT, DEFAULT_POLICY):
+        for line in review_tenant(part).lines.splitlines():
+            row = json.loads(line)
+            results[(part.tenant, row["actor"])] = row
+    assert len(results) == len(ACTORS)
+    for actor in ACTORS:
+        whole = gamma.resolve(EVENTS, actor, AT).to_dict()
+        whole["excluded"] = [
+            x for x in whole["excluded"]
+            if all(r["code"] != "tenant_isolation" for r in x["reasons"])
+        ]  # fmt: skip
+        got = results[(actor.tenant, actor.id)]["resolution"]
+        assert got.pop("digest") == results[(actor.tenant, actor.id)]["digest"]
+        whole.pop("digest")
+        assert got == whole, actor.id
+    # the log field is the whole log's head, not the partition's
+    assert {r["resolution"]["log"] for r in results.values()} == {
+        gamma.resolve(EVENTS, ACTORS[0], AT).log
+    }
+
+
+def test_summary_matches_per_actor_resolutions(tmp_path: Path) -> None:
+    summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk == summary
+    checked = 0
+    for actor in ACTORS:
+        res = gamma.resolve(EVENTS, actor, AT)
+        restricted = summary["tenants"][actor.tenant]["restricted"]
+        admitted = {a.fact for a in res.admitted}
+        for x in res.excluded:
+            if x.codes == ("tenant_isolation",):
+                continue
+            assert restricted[x.fact]["withheld"][actor.id] == list(x.codes)
+            assert actor.id not in restricted[x.fact]["admitted"]
+            checked += 1
+        for fact, entry in restricted.items():
+            assert (actor.id in entry["admitted"]) == (fact in admitted)
+    assert checked > 50
+    assert any(
+        "access_denied" in codes
+        for t in summary["tenants"].values()
+        for f in t["restricted"].values()
+        for codes in f["withheld"].values()
+    )
+
+
+def test_since_lists_gains_and_losses(tmp_path: Path) -> None:
+    run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path, since=SINCE)
+    changed = 0
+    for path in (tmp_path / "tenants").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            changed += bool(row["since"]["facts"])
+    assert changed > 10
+
+
+def test_serial_and_pool_byte_identical(tmp_path: Path) -> None:
+    run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "a", since=SINCE)
+    run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "b", since=SINCE,
+               executor=pool(2))  # fmt: skip
+    reversed_serial = lambda job, parts: serial(job, parts[::-1])  # noqa: E731
+    run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "c", since=SINCE,
+               executor=reversed_serial)  # fmt: skip
+    a = _tree(tmp_path / "a")
+    assert len(a) == 31
+    assert a == _tree(tmp_path / "b") == _tree(tmp_path / "c")
+
+
+def _boom(part: Partition) -> Any:
+    if part.tenant == "t0003":
+        raise ValueError("bad partition")
+    return review_tenant(part)
+
+
+def test_failed_partition_is_reported_others_written(tmp_path: Path) -> None:
+    summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path,
+                         job=_boom)  # fmt: skip
+    assert summary["failed"] == [{"tenant": "t0003", "error": "ValueError: bad partition"}]
+    files = sorted(p.name for p in (tmp_path / "tenants").iterdir())
+    assert "t0003.jsonl" not in files and len(files) == 29
+    assert not [p for p in tmp_path.rglob(".*tmp")]
+
+
+def _die_once(part: Partition) -> Any:
+    """Kill this worker process the first time it takes tenant t0005 (a marker file says so)."""
+    marker = Path(os.environ["GAMMA_TEST_MARKER"])
+    if part.tenant == "t0005" and not marker.exists():
+        marker.write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(10)
+    return review_tenant(part)
+
+
+def test_pool_worker_killed_mid_partition_is_rerun(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("GAMMA_TEST_MARKER", str(tmp_path / "killed"))
+    run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "a")
+    summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "b",
+                         executor=pool(2), job=_die_once)  # fmt: skip
+    assert (tmp_path / "killed").exists()
+    assert summary["failed"] == []
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+
+
+def test_dask_local_cluster_byte_identical_and_survives_a_killed_worker(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    distributed = pytest.importorskip("distributed")
+    from gamma.review.on_dask import dask
+
+    monkeypatch.setenv("GAMMA_TEST_MARKER", str(tmp_path / "killed"))
+    run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "a", since=SINCE)
+    with distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:
+        run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "b", since=SINCE,
+                   executor=dask(client))  # fmt: skip
+        summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "c", since=SINCE,
+                             executor=dask(client), job=_die_once)  # fmt: skip
+    assert (tmp_path / "killed").exists()
+    assert summary["failed"] == []
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b") == _tree(tmp_path / "c")
+
+
+def test_jobs_module_has_no_io() -> None:
+    assert "open" not in jobs.review_tenant.__code__.co_names
+    assert Failure("t", "e").tenant == "t"
+
+
+def _records(tmp_path: Path) -> Path:
+    """Audit records of a dozen actors, made when the log had 300 events, at AT."""
+    from gamma.audit.replay import write_audit
+
+    where = tmp_path / "records"
+    where.mkdir()
+    prefix = EVENTS[:300]
+    at = parse_ts(tenants.ts(299))
+    for actor in ACTORS[:12]:
+        write_audit(where / f"{actor.id}.json", gamma.resolve(prefix, actor, at), prefix)
+    return where
+
+
+def test_replay_records_by_tenant_identical_then_different(tmp_path: Path) -> None:
+    from gamma.review.run import run_replays
+
+    where = _records(tmp_path)
+    records = {p.name: json.loads(p.read_text()) for p in sorted(where.glob("*.json"))}
+    outcomes, failed = run_replays(EVENTS, records, DEFAULT_POLICY)
+    assert not failed and len(outcomes) == 12 and all(o.ok for o in outcomes), [
+        o.text for o in outcomes if not o.ok
+    ]
+    pooled, _ = run_replays(EVENTS, records, DEFAULT_POLICY, executor=pool(2))
+    assert [o.result for o in pooled] == [o.result for o in outcomes]
+    # a record edited: different, with the field named; a log event edited: head mismatch
+    name = sorted(records)[0]
+    edited = {**records[name], "admitted": records[name]["admitted"][1:]}
+    tenant = records[name]["actor"]["tenant"]
+    first = next(i for i, e in enumerate(EVENTS) if e.tenant == tenant)
+    lines = list(LINES)
+    lines[first] = lines[first].replace('"crm"', '"mallory"')
+    outcomes, _ = run_replays(EVENTS, {**records, name: edited}, DEFAULT_POLICY)
+    assert [o.ok for o in outcomes].count(False) == 1
+    assert "admitted" in outcomes[0].text or "different" in outcomes[0].text
+    outcomes, _ = run_replays(gamma.parse_events(lines), records, DEFAULT_POLICY)
+    assert all(not o.ok and "head mismatch" in o.text for o in outcomes)
+
+
+def _gamma(capsys: Any, *args: object) -> tuple[int, str]:
+    from gamma.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    code = exc.value.code
+    return (code if isinstance(code, int) else 1), capsys.readouterr().out
+
+
+def test_cli_review_and_replay_records(tmp_path: Path, capsys: Any) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(LINES) + "\n")
+    actors = tmp_path / "actors.jsonl"
+    actors.write_text("".join(json.dumps(a) + "\n" for a in ACTOR_OBJS))
+    args = ["review", log, "--actors", actors, "--at", tenants.ts(350)]
+    one = _gamma(capsys, *args, "--out", tmp_path / "a")
+    two = _gamma(capsys, *args, "--out", tmp_path / "b", "--workers", "2")
+    assert one[0] == two[0] == 0, one
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    where = _records(tmp_path)
+    code, out = _gamma(capsys, "replay", log, "--records", where)
+    assert code == 0, out
+    assert out.count(": identical") == 12 and "12 of 12 records identical" in out
+    first = sorted(p.name for p in where.iterdir())[0]
+    (where / "zz.json").write_text(
+        (where / first).read_text().replace('"events":300', '"events":299')
+    )
+    code, out = _gamma(capsys, "replay", log, "--records", where)
+    assert code == 1 and "zz.json: different" in out
+    code, out = _gamma(capsys, "replay", log, "--expect", where / first)
+    assert code == 0 and out.startswith("identical"), out
