@@ -28,14 +28,13 @@ import attrs
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, step
 from gamma.core.decisions import Admitted, Excluded
-from gamma.core.errors import InputError, UnknownReferenceError
+from gamma.core.errors import UnknownReferenceError
 from gamma.core.events import (
     MemoryIndex,
     _with_canonical,
+    batch_objects,
     canonical_event,
-    decode_json,
     event_from_json,
-    event_to_json,
     parse_actor,
     validate_log,
 )
@@ -168,25 +167,10 @@ class EngineState:
 
         Lines are numbered from 1 within the batch (blank lines count, and are skipped).
         """
-        if isinstance(batch, str):
-            batch = batch.split("\n")
         parsed: list[tuple[int | None, Event]] = []
-        for number, item in enumerate(batch, start=1):
-            if isinstance(item, str):
-                if not item.strip():
-                    continue
-                obj = decode_json(item, source=source, line=number)
-            elif isinstance(item, Mapping):
-                obj = dict(item)
-            elif isinstance(item, Event):
-                obj = event_to_json(item)
-            else:
-                raise InputError(
-                    f"an event must be a JSON line, an object or an Event, not {type(item).__name__}",
-                    source=source, line=number,
-                )
+        for number, obj, from_text in batch_objects(batch, source=source):
             event = event_from_json(obj, policy=self.policy, source=source, line=number)
-            if isinstance(item, str):
+            if from_text:  # its canonical text is the decoded object's, made once here
                 event = _with_canonical(event, obj)
             parsed.append((number, event))
         validate_log(parsed, index=self.index, source=source)

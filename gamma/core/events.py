@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -293,6 +293,28 @@ def event_to_json(event: Event) -> dict[str, Any]:
     body: dict[str, Any] = converter.unstructure(event)
     body["type"] = event.TYPE
     return body
+
+
+def batch_objects(
+    batch: Iterable[str | Mapping[str, Any] | Event] | str, *, source: str | None
+) -> Iterator[tuple[int, Any, bool]]:
+    """The JSON objects of a batch given as JSON lines, objects or parsed events, numbered from
+    1 (blank lines count and are skipped); the flag says the object was decoded from text."""
+    if isinstance(batch, str):
+        batch = batch.split("\n")
+    for number, item in enumerate(batch, start=1):
+        if isinstance(item, str):
+            if item.strip():
+                yield number, decode_json(item, source=source, line=number), True
+        elif isinstance(item, Mapping):
+            yield number, dict(item), False
+        elif isinstance(item, Event):
+            yield number, event_to_json(item), False
+        else:
+            raise InputError(
+                f"an event must be a JSON line, an object or an Event, not {type(item).__name__}",
+                source=source, line=number,
+            )
 
 
 def canonical_event(event: Event) -> str:

@@ -34,10 +34,9 @@ from gamma.core.errors import InputError, IntegrityError, StoreBusyError, StoreE
 from gamma.core.events import (
     LogIndex,
     MemoryIndex,
+    batch_objects,
     canonical_event,
-    decode_json,
     event_from_json,
-    event_to_json,
     validate_log,
 )
 from gamma.core.model import EVENT_TYPES, Event, Experience
@@ -488,19 +487,9 @@ class Store:
 
     def _parse(self, items: Iterable[Appendable] | str, source: str) -> list[_Parsed]:
         """Decode and check each item; an object without ts is kept for the store to stamp."""
-        if isinstance(items, str):
-            items = items.split("\n")
         policy = self.policy
         parsed = []
-        for number, item in enumerate(items, start=1):
-            if isinstance(item, str):
-                if not item.strip():
-                    continue
-                obj = decode_json(item, source=source, line=number)
-            elif isinstance(item, Mapping):
-                obj = dict(item)
-            else:
-                obj = event_to_json(item)
+        for number, obj, _ in batch_objects(items, source=source):
             unstamped = obj if isinstance(obj, dict) and "ts" not in obj else None
             if unstamped is not None:  # checked now with a stand-in ts, stamped under the lock
                 obj = {**obj, "ts": _PLACEHOLDER_TS}
