@@ -484,11 +484,14 @@ class TestAuthorityNonEscalation:
         guarded_after = {c: r for c, r in after.items() if c in _AUTHORITY_GUARDED}
         assert guarded_after == guarded_before
         ignored = {(i.event, i.fact) for i in after_resolution.ignored}
+        ignored_events = {event for event, _ in ignored}
         for line in later.lines:
             if parse_ts(line["ts"]) > at or line["type"] in ("assert", "experience"):
                 continue
-            if line.get("fact") == fact or line.get("key") == target["key"]:
+            if line.get("fact") == fact:
                 assert (line["id"], fact) in ignored, line
+            elif line.get("key") == target["key"]:  # a key-wide event is listed once (SPEC §3)
+                assert line["id"] in ignored_events, line
 
 
 # -- 7. supersession is permanent -----------------------------------------------------------------
