@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -1245,3 +1245,26 @@ class TestFailClosed:
         assert res.actor.roles == ("hr", "sales")
         assert res.actor.clearance == "internal"
         assert admitted_ids(res) == ["F1"]
+
+
+class TestPythonCallersGetGammaErrors:
+    """SPEC §2: from Python, a bad time or render format is a gamma.InputError naming the field."""
+
+    @pytest.mark.parametrize("at", ["2026-03-02", datetime(2026, 3, 2, 10), 20260302, None])
+    def test_bad_at(self, at: object) -> None:
+        """A date without a time, a naive datetime or a non-string is an input error on ``at``."""
+        with pytest.raises(InputError) as caught:
+            resolve(log(A("F1", "k", "v")), actor(), at)  # type: ignore[arg-type]
+        assert caught.value.field == "at"
+
+    def test_aware_datetime_and_string_agree(self) -> None:
+        """An aware datetime and its RFC 3339 string are the same instant, the same bytes."""
+        events = log(A("F1", "k", "v"))
+        aware = datetime(2026, 3, 2, 10, tzinfo=UTC)
+        assert resolve(events, actor(), aware).to_json() == resolve(events, actor(), "2026-03-02T10:00:00Z").to_json()
+
+    def test_unknown_render_format(self) -> None:
+        """An unknown format is an input error on ``format``, not a bare ValueError."""
+        with pytest.raises(InputError) as caught:
+            resolve(log(A("F1", "k", "v")), actor(), AT).render("yaml")
+        assert caught.value.field == "format"

@@ -12,7 +12,9 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-__all__ = ["canonical_json", "compact_json", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
+from gamma.core.errors import ValueTypeError
+
+__all__ = ["canonical_json", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
 
 MAX_SAFE_INT = 2**53 - 1
 
@@ -90,6 +92,19 @@ def parse_ts(text: object) -> datetime:
         return value.astimezone(UTC)
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"not a valid instant: {text!r} ({exc})") from None
+
+
+def parse_at(value: object) -> datetime:
+    """The time a caller asks about: an RFC 3339 string or an aware datetime, else an input
+    error on field ``at`` (a naive datetime has no instant to compare)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueTypeError("a datetime without a time zone is no instant", field="at")
+        return value
+    try:
+        return parse_ts(value)
+    except ValueError as exc:
+        raise ValueTypeError(str(exc), field="at") from None
 
 
 def format_ts(value: datetime) -> str:

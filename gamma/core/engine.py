@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from gamma.core.canonical import parse_ts
+from gamma.core.canonical import parse_at
 from gamma.core.chain import GENESIS, step
 from gamma.core.decisions import Admitted, Excluded
 from gamma.core.errors import UnknownReferenceError
@@ -279,7 +279,7 @@ class EngineState:
                 clearance=actor.clearance or policy.clearance_default,
                 roles=tuple(sorted(set(actor.roles))),
             )
-        return actor, parse_ts(at) if isinstance(at, str) else at
+        return actor, parse_at(at)
 
     def _view(self, tenant: str, at: datetime) -> _View:
         """The tenant's fold at ``at``: the kept one when it is that prefix, else a fresh fold."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gamma.core.canonical import format_ts
+from gamma.core.errors import ValueTypeError
 
 if TYPE_CHECKING:  # a type only: resolution imports this module to render itself
     from gamma.core.resolution import Resolution
@@ -87,7 +88,7 @@ def render(
         return render_context(resolution, keys=keys)
     if format == "json":
         return resolution.to_json()
-    raise ValueError(f"unknown format {format!r} (expected text, json or context)")
+    raise ValueTypeError(f"unknown format {format!r} (expected text, json or context)", field="format")
 
 
 def render_context(resolution: Resolution, *, keys: Iterable[str] | None = None) -> str:

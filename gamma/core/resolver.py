@@ -24,7 +24,7 @@ from datetime import datetime
 
 import attrs
 
-from gamma.core.canonical import parse_ts
+from gamma.core.canonical import parse_at
 from gamma.core.chain import head_of
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
 from gamma.core.events import canonical_event, parse_actor
@@ -317,8 +317,7 @@ def resolve(
     elif actor.clearance is None or list(actor.roles) != sorted(set(actor.roles)):
         actor = attrs.evolve(actor, clearance=actor.clearance or policy.clearance_default,
                              roles=tuple(sorted(set(actor.roles))))
-    if isinstance(at, str):
-        at = parse_ts(at)
+    at = parse_at(at)
     prefix = heard_by(events if isinstance(events, Sequence) else tuple(events), at)
     fold = _Fold(actor, policy)
     for pos, event in enumerate(prefix):
