@@ -35,7 +35,7 @@ from gamma.core.events import (
     batch_objects,
     canonical_event,
     event_from_json,
-    parse_actor,
+    normal_actor,
     validate_log,
 )
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
@@ -270,16 +270,7 @@ class EngineState:
         self, actor: Actor | Mapping[str, object], at: datetime | str
     ) -> tuple[Actor, datetime]:
         """The actor and time as ``gamma.resolve`` takes them."""
-        policy = self.policy
-        if isinstance(actor, Mapping):
-            actor = parse_actor(dict(actor), policy=policy)
-        elif actor.clearance is None or list(actor.roles) != sorted(set(actor.roles)):
-            actor = attrs.evolve(
-                actor,
-                clearance=actor.clearance or policy.clearance_default,
-                roles=tuple(sorted(set(actor.roles))),
-            )
-        return actor, parse_at(at)
+        return normal_actor(actor, self.policy), parse_at(at)
 
     def _view(self, tenant: str, at: datetime) -> _View:
         """The tenant's fold at ``at``: the kept one when it is that prefix, else a fresh fold."""

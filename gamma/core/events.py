@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+import attrs
 import cattrs
 
 from gamma.core.canonical import MAX_SAFE_INT, canonical_json, compact_json, format_ts
@@ -558,6 +559,17 @@ def dump_events(events: Iterable[Event], out: IO[str]) -> None:
 
 
 # -- the actor ---------------------------------------------------------------------------
+
+
+def normal_actor(actor: Actor | Mapping[str, Any], policy: Policy) -> Actor:
+    """The actor as a resolution echoes it: parsed from an object, or a hand-built ``Actor``
+    with its clearance filled in and its roles sorted and de-duplicated."""
+    if isinstance(actor, Mapping):
+        return parse_actor(dict(actor), policy=policy)
+    if actor.clearance is None or list(actor.roles) != sorted(set(actor.roles)):
+        return attrs.evolve(actor, clearance=actor.clearance or policy.clearance_default,
+                            roles=tuple(sorted(set(actor.roles))))
+    return actor
 
 
 def parse_actor(obj: Any, *, policy: Policy = DEFAULT_POLICY, source: str = "<actor>") -> Actor:

@@ -27,7 +27,7 @@ import attrs
 from gamma.core.canonical import parse_at
 from gamma.core.chain import head_of
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
-from gamma.core.events import canonical_event, parse_actor
+from gamma.core.events import canonical_event, normal_actor
 from gamma.core.experiences import verdict_of
 from gamma.core.merkle import TreeHead, tree_head_of
 from gamma.core.model import (
@@ -312,11 +312,7 @@ def resolve(
     same for the Merkle tree head of the prefix.
     """
     policy = policy or DEFAULT_POLICY
-    if isinstance(actor, dict):
-        actor = parse_actor(actor, policy=policy)
-    elif actor.clearance is None or list(actor.roles) != sorted(set(actor.roles)):
-        actor = attrs.evolve(actor, clearance=actor.clearance or policy.clearance_default,
-                             roles=tuple(sorted(set(actor.roles))))
+    actor = normal_actor(actor, policy)
     at = parse_at(at)
     prefix = heard_by(events if isinstance(events, Sequence) else tuple(events), at)
     fold = _Fold(actor, policy)
