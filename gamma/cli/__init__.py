@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify-checkpoint": ("proofs", "verify_checkpoint_command"),
     "keygen": ("proofs", "keygen_command"),
     "review": ("review", "review_command"),
+    "mcp": ("mcp", "mcp_command"),
 }
 
 
