@@ -205,7 +205,9 @@ class Binding:
                 event["id"] = "e-" + self._digest(event)
                 events.append(event)
             try:
-                result = self.engine.append(events, source="<binding>")
+                # as JSON lines: the text path checks what a hand-built object may skip
+                lines = [compact_json(event) for event in events]
+                result = self.engine.append(lines, source="<binding>")
                 return Written(
                     facts=tuple(str(e["fact"]) for e in events),
                     events=tuple(str(e["id"]) for e in events), result=result,
