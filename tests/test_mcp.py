@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -457,3 +458,40 @@ def test_same_log_same_calls_same_ids(tmp_path: Path, store: Path) -> None:
         heads.append((a["fact"], a["event"], b["event"], b["head"]))
         server.binding.engine.close()
     assert heads[0] == heads[1]
+
+
+class TestDocs:
+    def test_the_readme_client_configuration_runs(self, tmp_path: Path) -> None:
+        """README's MCP client configuration (command and args), run as written from its folder."""
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        section = readme.split("## Use from an agent", 1)[1].split("\n## ", 1)[0]
+        (block,) = re.findall(r"```json\n(.*?)```", section, re.DOTALL)
+        config = json.loads(block)["mcpServers"]["gamma"]
+        assert config["command"] == "gamma" and config["args"][0] == "mcp"
+        make_store(tmp_path / "memory.db")
+        (tmp_path / "alice.json").write_text(json.dumps(ALICE), encoding="utf-8")
+        params = StdioServerParameters(command=GAMMA_BIN, args=config["args"], cwd=str(tmp_path),
+                                       env={**os.environ, "GAMMA_NOW": NOW})
+
+        async def session() -> None:
+            async with Client(params, mode="legacy") as client:
+                result = await client.call_tool("recall", {"keys": ["region"]})
+                assert [f["value"] for f in result.structured_content["facts"]] == ["EMEA"]
+                written = await client.call_tool("remember", {"key": "tone", "value": "warm"})
+                assert not written.is_error, text(written)
+
+        run(session)
+
+    def test_help_text_and_readme_line(self) -> None:
+        """`gamma mcp --help` explains the command; README documents it."""
+        runner = CliRunner()
+        with runner.isolation() as (out, _, _):
+            with pytest.raises(SystemExit) as exit_:
+                main(["mcp", "--help"])
+        structlog.reset_defaults()
+        assert exit_.value.code == 0
+        help_text = out.getvalue().decode("utf-8")
+        assert "recall, remember, forget, check_response" in help_text
+        assert "--writer-authority LEVEL" in help_text
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        assert "gamma mcp LOG --actor ACTOR.json" in readme
