@@ -73,7 +73,7 @@ def mcp_command(log: str, actor: str, policy_path: str | None, authority: str | 
             log_call = structlog.get_logger("gamma").bind(command="mcp")
 
             def on_call(call: dict[str, Any]) -> None:
-                level = "info" if call.get("outcome") == "ok" else "warning"
+                level = {"ok": "info", "tool_error": "warning"}.get(call["outcome"], "error")
                 getattr(log_call, level)("tool_call", **call)
 
             serve_stdio(binding, on_call=on_call)

@@ -71,10 +71,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         _object({"keys": {**_IDS, "description": "Only these keys (default: every key)."}}, []),
         _object({
             "at": {"type": "string"}, "position": {"type": "integer"}, "head": {"type": "string"},
-            "digest": {"type": "string"}, "context": {"type": "string"},
+            "context": {"type": "string"},
             "facts": {"type": "array", "items": _FACT},
             "known_unknowns": {"type": "array", "items": {"type": "string"}},
-        }, ["at", "position", "head", "digest", "context", "facts", "known_unknowns"]),
+        }, ["at", "position", "head", "context", "facts", "known_unknowns"]),
     ),
     "remember": (
         "Remember one fact: `key` = `value` (a string, an integer or a boolean), written as the"
@@ -181,6 +181,11 @@ class GammaMCP:
             result = types.CallToolResult(
                 content=[types.TextContent(type="text", text=f"Error: {message}")], is_error=True
             )
+        except Exception as exc:  # a fault, not the model's: recorded, then the SDK's internal error
+            record.update(outcome="failed", error=type(exc).__name__,
+                          duration_ms=round((time.perf_counter() - started) * 1000, 3))
+            self._on_call(record)
+            raise
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         self._on_call(record)
         return result
@@ -196,12 +201,14 @@ class GammaMCP:
              "needs_recheck": a.needs_recheck}
             for a in resolution.admitted
         ]
-        record.update(position=position, head=resolution.log, admitted=len(facts),
-                      excluded=len(resolution.excluded), digest=resolution.digest)
+        at = format_ts(resolution.at)
+        # at, position and head are what an auditor replays this call from (gamma resolve)
+        record.update(at=at, position=position, head=resolution.log, admitted=len(facts),
+                      excluded=len(resolution.excluded))
         unknown = [k for k in resolution.known_unknowns if keys is None or k in keys]
         return context, {
-            "at": format_ts(resolution.at), "position": position, "head": resolution.log,
-            "digest": resolution.digest, "context": context, "facts": facts,
+            "at": at, "position": position, "head": resolution.log, "context": context,
+            "facts": facts,
             "known_unknowns": unknown,
         }
 
