@@ -10,12 +10,15 @@ from typing import Any, TypedDict
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("langgraph")
 
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp  # noqa: E402
+from strategies import actors, logs, probe_times  # noqa: E402
 
 import gamma  # noqa: E402
 from gamma.conformance.cases import load_cases  # noqa: E402
@@ -275,3 +278,26 @@ def test_the_readme_example_runs() -> None:
     namespace: dict[str, Any] = {}
     exec(compile(blocks[0], "README.md", "exec"), namespace)  # noqa: S102
     assert namespace["seen"] == [{"value": "concise"}]
+
+
+@given(st.data())
+def test_search_equals_resolve_on_random_logs(data: st.DataObject) -> None:
+    """For any governed log, actor and time, search(()) is Γ's admitted set and get finds each item."""
+    log = data.draw(logs(max_size=14))
+    actor = data.draw(actors(log))
+    at = data.draw(probe_times(log))
+    engine = gamma.Engine(log.policy)
+    engine.append(list(log.lines))
+    store = GovernedStore(engine, actor, clock=lambda: at)
+    reference = gamma.resolve(list(log.events), actor, at, log.policy)
+    items = store.search((), limit=10_000)
+    assert store.last_resolution is not None
+    assert store.last_resolution.to_json() == reference.to_json()
+    assert canon([(tuple(i.namespace), i.key, i.value) for i in items]) == {
+        (namespace_of(a.scope), a.key, a.value) for a in reference.admitted
+    }
+    assert len(items) == len(reference.admitted)
+    for a in reference.admitted[:3]:
+        item = store.get(namespace_of(a.scope), a.key)
+        assert item is not None and item.key == a.key
+    assert store.list_namespaces() == sorted({namespace_of(a.scope) for a in reference.admitted} - {()})
