@@ -105,6 +105,8 @@ class TestSession:
                     ), tool.name
                     assert tool.description and len(tool.description) > 80
                     assert tool.output_schema is not None
+                    assert tool.annotations is not None
+                    assert tool.annotations.read_only_hint is (tool.name in {"recall", "check_response"})
 
         run(session)
 

@@ -110,6 +110,18 @@ TOOLS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     ),
 }
 
+# hints for hosts: reads change nothing; forget withdraws a fact; nothing reaches outside the log
+_HINTS = {
+    "recall": types.ToolAnnotations(title="Recall governed memory", read_only_hint=True,
+                                    idempotent_hint=True, open_world_hint=False),
+    "remember": types.ToolAnnotations(title="Remember a fact", read_only_hint=False,
+                                      destructive_hint=False, open_world_hint=False),
+    "forget": types.ToolAnnotations(title="Forget a fact", read_only_hint=False,
+                                    destructive_hint=True, open_world_hint=False),
+    "check_response": types.ToolAnnotations(title="Check a response for leaks", read_only_hint=True,
+                                            idempotent_hint=True, open_world_hint=False),
+}
+
 _VALIDATORS = {name: Draft202012Validator(schema) for name, (_, schema, _) in TOOLS.items()}
 _BOUND_BY_HOST = frozenset({"actor", "tenant", "role", "roles", "clearance", "writer", "authority"})
 
@@ -145,7 +157,8 @@ class GammaMCP:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[
-            types.Tool(name=name, description=text, input_schema=schema, output_schema=out)
+            types.Tool(name=name, description=text, input_schema=schema, output_schema=out,
+                       annotations=_HINTS[name])
             for name, (text, schema, out) in TOOLS.items()
         ])
 
