@@ -537,3 +537,23 @@ class TestProperties:
         assert recalled is not None
         assert [f["value"] for f in recalled["facts"]] == [value]
         assert len(recalled["context"].splitlines()) == 3  # header, section, one line
+
+
+def test_check_response_is_gamma_validate() -> None:
+    """Over the example log, check_response gives gamma.validate's result for the same inputs."""
+    events = list(gamma.load_events(EXAMPLE))
+    server = in_process(EXAMPLE, ALICE, NOW)
+    for question, response, context in [
+        ("What discount can I offer?", "Offer 15%, or 50% like globex.", None),
+        ("Severance?", "I can't tell you it's $40,000.", None),
+        ("Region?", "EMEA, launch on 2026-04-20.", "- [F1] region = \"EMEA\""),
+    ]:
+        arguments = {"question": question, "response": response}
+        if context is not None:
+            arguments["context"] = context
+        body = server.call("check_response", arguments).structured_content
+        expected = gamma.validate(events, actor=ALICE, at=NOW, question=question,
+                                  response=response, context=context)
+        assert body == expected.to_dict()
+    assert server.call("check_response", {"question": "q", "response": "Offer 50%."}).structured_content[
+        "ok"] is False  # type: ignore[index]

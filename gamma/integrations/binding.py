@@ -160,10 +160,6 @@ class Binding:
     def new_fact_id(self, body: Mapping[str, Any]) -> str:
         return "f-" + self._digest(body)
 
-    def visible(self, facts: Sequence[str], field: str) -> None:
-        """Refuse a reference to a fact the actor cannot see (public wrapper for surfaces)."""
-        self._refer(facts, field)
-
     # -- helpers -----------------------------------------------------------------------
 
     def _refer(self, facts: Sequence[str], field: str) -> None:
