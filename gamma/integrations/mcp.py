@@ -183,7 +183,9 @@ class GammaMCP:
                               "tenant": self.binding.actor.tenant}
         try:
             _check_arguments(name, arguments)
-            text, structured = getattr(self, f"_{name}")(arguments, record)
+            handler = {"recall": self._recall, "remember": self._remember,
+                       "forget": self._forget, "check_response": self._check_response}[name]
+            text, structured = handler(arguments, record)
             result = types.CallToolResult(
                 content=[types.TextContent(type="text", text=text)], structured_content=structured
             )
