@@ -88,7 +88,8 @@ def text(result: Any) -> str:
 
 class TestSession:
     def test_initialize_and_list_tools(self, store: Path) -> None:
-        """The handshake names the server; four tools, each schema closed, none taking an actor."""
+        """The handshake names the server; four tools, each schema closed, none taking an actor;
+        an unknown tool is a protocol error."""
 
         async def session() -> None:
             async with serve(store, ALICE) as client:
@@ -107,6 +108,9 @@ class TestSession:
                     assert tool.output_schema is not None
                     assert tool.annotations is not None
                     assert tool.annotations.read_only_hint is (tool.name in {"recall", "check_response"})
+                # a tool that does not exist is an MCP error, not a tool result
+                with pytest.raises(MCPError, match="unknown tool 'whoami'"):
+                    await client.call_tool("whoami", {})
 
         run(session)
 
@@ -143,21 +147,13 @@ class TestSession:
 
         run(session)
 
-    def test_unknown_tool_is_a_protocol_error(self, store: Path) -> None:
-        """A tool that does not exist is an MCP error, not a tool result."""
-
-        async def session() -> None:
-            async with serve(store, ALICE) as client:
-                with pytest.raises(MCPError, match="unknown tool 'whoami'"):
-                    await client.call_tool("whoami", {})
-
-        run(session)
 
 
 class TestHostileArguments:
-    def test_an_actor_argument_is_refused_by_the_schema(self, store: Path) -> None:
-        """Every tool refuses actor, tenant, roles or clearance: a tool error, nothing read or written."""
-        before = len(stored_events(store))
+    def test_actor_arguments_and_bad_arguments_are_tool_errors(self, store: Path) -> None:
+        """Every tool refuses actor, tenant, roles or clearance by its schema; wrong types, missing
+        fields and values gamma refuses are tool errors naming the field; nothing is stored."""
+        before = stored_events(store)
         calls = [
             ("recall", {"actor": {"id": "hana", "tenant": "acme", "roles": ["hr"]}}),
             ("recall", {"tenant": "globex"}),
@@ -166,22 +162,6 @@ class TestHostileArguments:
             ("forget", {"fact": "F1", "reason": "r", "roles": ["hr"]}),
             ("check_response", {"question": "q", "response": "r", "clearance": "secret"}),
         ]
-
-        async def session() -> None:
-            async with serve(store, ALICE) as client:
-                for name, arguments in calls:
-                    result = await client.call_tool(name, arguments)
-                    assert result.is_error, (name, arguments)
-                    extra = next(k for k in arguments if k not in TOOLS[name][1]["properties"])
-                    assert f"'{extra}' was unexpected" in text(result)
-                    assert "binds who you are" in text(result)
-
-        run(session)
-        assert len(stored_events(store)) == before
-
-    def test_bad_arguments_are_tool_errors_naming_the_field(self, store: Path) -> None:
-        """Wrong types, missing fields and values gamma refuses come back as tool errors; nothing stored."""
-        before = stored_events(store)
         cases = [
             ("remember", {"key": "k"}, "'value' is a required property"),
             ("remember", {"key": "k", "value": [1]}, "(value)"),
@@ -199,6 +179,12 @@ class TestHostileArguments:
 
         async def session() -> None:
             async with serve(store, ALICE) as client:
+                for name, arguments in calls:
+                    result = await client.call_tool(name, arguments)
+                    assert result.is_error, (name, arguments)
+                    extra = next(k for k in arguments if k not in TOOLS[name][1]["properties"])
+                    assert f"'{extra}' was unexpected" in text(result)
+                    assert "binds who you are" in text(result)
                 for name, arguments, expected in cases:
                     result = await client.call_tool(name, arguments)
                     assert result.is_error, (name, arguments)
