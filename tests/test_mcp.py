@@ -310,6 +310,29 @@ class TestWrites:
         assert isinstance(last, gamma.Assert)
         assert (last.actor, last.authority, last.value) == ("intern", "subordinate", "brisk")
 
+    def test_a_keyed_store_is_written_with_its_key(self, tmp_path: Path) -> None:
+        """--key-file extends the keyed chain; without the key, a write is a tool error."""
+        key = b"a key of thirty-two bytes, ok!!!"
+        path = tmp_path / "keyed.db"
+        with gamma.Store.init(path, key=key) as writer:
+            writer.append(EXAMPLE.read_text(encoding="utf-8"))
+        key_file = tmp_path / "chain.key"
+        key_file.write_bytes(key)
+
+        async def session() -> None:
+            async with serve(path, ALICE, "--key-file", str(key_file)) as client:
+                written = await client.call_tool("remember", {"key": "tone", "value": "warm"})
+                assert not written.is_error, text(written)
+
+        run(session)
+        last = stored_events(path)[-1]
+        assert isinstance(last, gamma.Assert) and (last.actor, last.value) == ("alice", "warm")
+        keyless = in_process(path, ALICE, NOW)
+        refused = keyless.call("remember", {"key": "tone", "value": "cold"})
+        assert refused.is_error and "key" in text(refused)
+        keyless.binding.engine.close()
+        assert gamma.verify_path(path, key=key).ok
+
     def test_a_jsonl_log_is_read_only(self) -> None:
         """Over a JSONL file, recall works and remember is a tool error saying why."""
 

@@ -22,6 +22,7 @@ from gamma.cli.options import (
     read_at,
     read_policy,
 )
+from gamma.cli.store import key_option, read_key
 from gamma.storage.engine import Engine
 from gamma.storage.store import is_store
 
@@ -38,12 +39,16 @@ from gamma.storage.store import is_store
     help="The authority the actor's writes claim (default: unwritten, the policy default);"
     " never more than the policy's [writers] let the actor hold.",
 )
-def mcp_command(log: str, actor: str, policy_path: str | None, authority: str | None) -> None:
+@key_option
+def mcp_command(
+    log: str, actor: str, policy_path: str | None, authority: str | None, key_file: str | None
+) -> None:
     """Serve LOG over MCP on stdio: recall, remember, forget, check_response, as ACTOR.
 
     The actor comes only from --actor; no tool takes an actor, tenant, role or
     clearance. Over a store, every call first reads what other writers appended,
-    and remember/forget append to it; a JSONL log is read once and read-only.
+    and remember/forget append to it (a keyed store needs its key); a JSONL log is
+    read once and read-only.
     Calls resolve at the clock ($GAMMA_NOW pins it).
     """
     with command("mcp", log=log) as record:
@@ -59,7 +64,8 @@ def mcp_command(log: str, actor: str, policy_path: str | None, authority: str | 
         from gamma.integrations.binding import Binding  # lazy: loaded with the command
 
         read_at("now")  # a bad $GAMMA_NOW is an input error now, not on the first call
-        engine = Engine.open(log, policy=read_policy(policy_path) if policy_path else None)
+        policy = read_policy(policy_path) if policy_path else None
+        engine = Engine.open(log, policy=policy, key=read_key(key_file) if is_store(log) else None)
         with engine:
             who = read_actor(actor, engine.policy)
             writable = is_store(log)
