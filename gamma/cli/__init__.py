@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify-checkpoint": ("proofs", "verify_checkpoint_command"),
     "keygen": ("proofs", "keygen_command"),
     "review": ("review", "review_command"),
+    "mcp": ("mcp", "mcp_command"),
 }
 
 
@@ -152,7 +153,7 @@ def _run(argv: list[str] | None, record: dict[str, Any]) -> int:
 _FLAGS = {
     "reader": "--reader", "system": "--system", "timeout": "--timeout",
     "experience": "--experience", "expect_head": "--expect-head",
-    "expect_prefix": "--expect-prefix",
+    "expect_prefix": "--expect-prefix", "authority": "--writer-authority",
 }  # fmt: skip
 
 

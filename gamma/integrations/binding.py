@@ -1,0 +1,223 @@
+"""One actor bound by the host to a ``gamma.Engine``: the reads and writes both agent surfaces make.
+
+The actor, its tenant and the authority its writes claim come from the host's
+configuration, checked once here against the policy's ``[writers]``: a claim
+above what the policy lets that writer hold is refused, never capped silently.
+Every read first folds what other writers appended to a store (``refresh``) and
+answers at the binding's clock (the UTC clock unless the host gives one). Writes
+are ordinary events validated by the engine like any other: an ``assert`` or a
+``retract`` whose writer is the bound actor, whose ids are derived from the
+chain head and the content (so the same log and the same calls give the same
+ids), and whose ``ts`` is the clock, or the last event's ``ts`` when the clock
+is behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from gamma.core.canonical import compact_json, format_ts, sha256_hex
+from gamma.core.decisions import VISIBILITY_CODES, Excluded
+from gamma.core.errors import InputError, TimestampOrderError, UnknownReferenceError, ValueTypeError
+from gamma.core.events import normal_actor
+from gamma.core.model import Actor
+from gamma.core.resolution import Resolution
+from gamma.scoring.findings import LogFacts, Validation, check_response, parse_stated
+from gamma.storage.engine import Engine
+from gamma.storage.store import AppendResult
+
+__all__ = ["Binding", "ReadOnlyError", "Written", "utc_now"]
+
+Value = str | int | bool
+
+
+@attrs.frozen
+class Written:
+    """What a write appended: the facts its events name, their event ids, the append's result."""
+
+    facts: tuple[str, ...]
+    events: tuple[str, ...]
+    result: AppendResult
+
+
+class ReadOnlyError(InputError):
+    """The binding serves a log it cannot write (a JSONL file is read once)."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Binding:
+    """``actor`` reading and writing through ``engine``, at the authority the host lets it claim.
+
+    ``authority`` is the level the actor's events claim (None: unwritten, so the
+    policy default, capped at what the writer holds); a level above what the
+    policy's ``[writers]`` give the actor's id is a ValueTypeError (field
+    ``authority``). ``clock`` returns the time reads resolve at (aware).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        actor: Actor | Mapping[str, Any],
+        *,
+        authority: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+        writable: bool = True,
+        read_only_reason: str = "this log is read-only",
+    ) -> None:
+        policy = engine.policy
+        self.engine = engine
+        self.actor = normal_actor(actor, policy)
+        if authority is not None:
+            if not policy.knows_authority(authority):
+                raise ValueTypeError(
+                    f"unknown authority level {authority!r} (the policy's ladder:"
+                    f" {', '.join(policy.authority_ladder)})", field="authority",
+                )
+            held = policy.authority_ladder[policy.writer_rank(self.actor.id)]
+            if policy.authority_rank(authority) > policy.writer_rank(self.actor.id):
+                raise ValueTypeError(
+                    f"writer {self.actor.id!r} holds at most {held!r} under this policy"
+                    f" ([writers], authority.writer_default); it cannot claim {authority!r}",
+                    field="authority",
+                )
+        self.authority = authority
+        self._clock = clock or utc_now
+        self.writable = writable
+        self._read_only_reason = read_only_reason
+
+    # -- reads -------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        at = self._clock()
+        if not isinstance(at, datetime) or at.utcoffset() is None:
+            raise ValueTypeError("the clock must return an aware datetime", field="clock")
+        return at.astimezone(UTC)
+
+    def resolve(self, keys: Iterable[str] | None = None) -> Resolution:
+        """Γ for the bound actor now, over everything the store holds (refreshed first)."""
+        self.engine.refresh()
+        return self.engine.resolve(self.actor, self.now(), keys=keys)
+
+    def validate(self, question: str, response: str, context: str | None = None) -> Validation:
+        """``gamma.validate`` of ``response`` against the bound actor's resolution now."""
+        resolution = self.resolve()
+        stated = parse_stated(response)
+        found = check_response(
+            resolution, LogFacts(self.engine.events), question=question, stated=stated,
+            context=context,
+        )
+        return Validation(found)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def remember(
+        self,
+        key: str,
+        value: Value,
+        *,
+        scope: str | None = None,
+        kind: str | None = None,
+        depends_on: Sequence[str] = (),
+        supersedes: Sequence[str] = (),
+    ) -> Written:
+        """Append an ``assert`` of ``key = value``: its fact id, event id and the append's result."""
+        body: dict[str, Any] = {"type": "assert", "key": key, "value": value}
+        if scope is not None:
+            body["scope"] = scope
+        if kind is not None:
+            body["kind"] = kind
+        self.engine.refresh()
+        if depends_on:
+            self._refer(depends_on, "depends_on")
+            body["depends_on"] = list(depends_on)
+        if supersedes:
+            self._refer(supersedes, "supersedes")
+            body["supersedes"] = list(supersedes)
+        fact = "f-" + self._digest(body)
+        return self._write([{**body, "fact": fact}])
+
+    def forget(self, fact: str, reason: str | None = None) -> Written:
+        """Append a ``retract`` of ``fact`` (one the actor can see), subject to authority."""
+        self.engine.refresh()
+        self._refer([fact], "fact")
+        body: dict[str, Any] = {"type": "retract", "fact": fact}
+        if reason is not None:
+            body["reason"] = reason
+        return self._write([body])
+
+    def write(self, bodies: Sequence[Mapping[str, Any]]) -> Written:
+        """Append events (without envelope) as the bound actor, all of them or none."""
+        self.engine.refresh()
+        return self._write([dict(b) for b in bodies])
+
+    def new_fact_id(self, body: Mapping[str, Any]) -> str:
+        return "f-" + self._digest(body)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _refer(self, facts: Sequence[str], field: str) -> None:
+        """Every fact must be of the actor's tenant and not hidden from it (a visibility code).
+
+        One message whether the fact is another tenant's, unknown, or hidden, so a
+        reference cannot probe what the actor may not see.
+        """
+        at = self.now()
+        for index, fact in enumerate(facts):
+            where = f"{field}[{index}]" if field != "fact" else field
+            try:
+                decision = self.engine.check(self.actor, at, [fact])[fact]
+            except UnknownReferenceError:
+                decision = None
+            if decision is None or (
+                isinstance(decision, Excluded)
+                and any(code in VISIBILITY_CODES for code in decision.codes)
+            ):
+                raise UnknownReferenceError(
+                    f"no fact {fact!r} that {self.actor.id!r} can see", field=where
+                )
+
+    def _digest(self, body: Mapping[str, Any]) -> str:
+        seed = {"head": self.engine.head, "tenant": self.actor.tenant, "writer": self.actor.id,
+                "body": dict(body)}
+        return sha256_hex(compact_json(seed))[:24]
+
+    def _write(self, bodies: list[dict[str, Any]]) -> Written:
+        if not self.writable:
+            raise ReadOnlyError(self._read_only_reason)
+        for attempt in (1, 2):
+            events = []
+            ts = format_ts(self._write_ts())
+            for body in bodies:
+                event = {**body, "tenant": self.actor.tenant, "actor": self.actor.id, "ts": ts}
+                if self.authority is not None:
+                    event["authority"] = self.authority
+                event["id"] = "e-" + self._digest(event)
+                events.append(event)
+            try:
+                # as JSON lines: the text path checks what a hand-built object may skip
+                lines = [compact_json(event) for event in events]
+                result = self.engine.append(lines, source="<binding>")
+                return Written(
+                    facts=tuple(str(e["fact"]) for e in events),
+                    events=tuple(str(e["id"]) for e in events), result=result,
+                )
+            except TimestampOrderError:
+                if attempt == 2:
+                    raise
+                self.engine.refresh()  # another writer appended a later ts since: once more
+        raise AssertionError("unreachable")
+
+    def _write_ts(self) -> datetime:
+        now = self.now()
+        if len(self.engine):
+            last = self.engine.events[-1].ts
+            if last > now:
+                return last
+        return now
