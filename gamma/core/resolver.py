@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 import attrs
@@ -29,6 +29,7 @@ from gamma.core.chain import head_of
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
 from gamma.core.events import canonical_event, normal_actor
 from gamma.core.experiences import verdict_of
+from gamma.core.handbuilt import checked_log
 from gamma.core.merkle import TreeHead, tree_head_of
 from gamma.core.model import (
     Actor,
@@ -306,7 +307,9 @@ def resolve(
 ) -> Resolution:
     """Γ(H, A, t): the facts ``actor`` may rely on at ``at``, and why the rest are withheld.
 
-    ``events`` must be a validated log (``load_events``/``parse_events``).
+    ``events`` is a log as read (``load_events``/``parse_events``/a store), taken as it is;
+    any other sequence (hand-built events, a cut or joined log) is validated first, by the
+    reader's rules (SPEC §2), and refused with an InputError naming the event and field.
     ``head`` may pass the chain head at ``at`` when the caller already knows
     it (a store); otherwise it is computed from the events. ``tree`` is the
     same for the Merkle tree head of the prefix.
@@ -314,7 +317,7 @@ def resolve(
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
     at = parse_at(at)
-    prefix = heard_by(events if isinstance(events, Sequence) else tuple(events), at)
+    prefix = heard_by(checked_log(events, policy), at)
     fold = _Fold(actor, policy)
     for pos, event in enumerate(prefix):
         if event.tenant != actor.tenant:

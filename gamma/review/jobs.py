@@ -14,6 +14,7 @@ from gamma.core.events import canonical_event
 from gamma.core.heads import Heads
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Event
+from gamma.core.parsed import tenant_part
 from gamma.core.policy import Policy
 from gamma.core.resolver import resolve
 
@@ -77,7 +78,7 @@ def partition(
     return tuple(
         Partition(
             tenant=tenant,
-            events=tuple(by_tenant[tenant]),
+            events=tenant_part(events, by_tenant[tenant]),
             actors=tuple(sorted((a for a in actors if a.tenant == tenant), key=lambda a: a.id)),
             at=at,
             head=heads.log,

@@ -20,6 +20,7 @@ from gamma.core.events import canonical_event, parse_actor
 from gamma.core.heads import Heads
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Event
+from gamma.core.parsed import tenant_part
 from gamma.core.policy import Policy
 from gamma.core.resolver import resolve
 from gamma.core.version import __version__
@@ -100,7 +101,7 @@ def partition_records(
             for name in tenants[tenant]
         )  # fmt: skip
         parts.append(
-            ReplayPartition(tenant=tenant, events=tuple(kept), positions=tuple(where),
+            ReplayPartition(tenant=tenant, events=tenant_part(events, kept), positions=tuple(where),
                             available=len(events), records=tasks, policy=policy)
         )  # fmt: skip
     return tuple(parts)
