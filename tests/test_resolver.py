@@ -53,7 +53,8 @@ from gamma.core.canonical import parse_ts
 from gamma.core.errors import DuplicateIdError, UnknownReferenceError
 from gamma.core.events import canonical_event, parse_events
 from gamma.core.model import Retract
-from gamma.core.parsed import ParsedLog
+from gamma.core.parsed import ParsedLog, tenant_part
+from gamma.core.resolver import resolve_partition
 
 ROOT = Path(__file__).resolve().parent.parent
 RECHECK = load_policy(ROOT / "policies" / "recheck.toml")
@@ -1350,3 +1351,32 @@ class TestHandBuiltEvents:
         monkeypatch.setattr(handbuilt, "parse_events", None)  # any call would raise TypeError
         assert admitted_ids(resolve(events, actor(), AT)) == ["F1", "F2"]
         assert admitted_ids(resolve(events[:1], actor(), AT)) == ["F1"]
+
+
+class TestRecordedHeads:
+    """SPEC §3: a resolution's ``log`` and ``tree`` are those of the prefix it resolved."""
+
+    def test_a_given_head_or_tree_is_checked(self) -> None:
+        events = log(A("F1", "k", "v"), A("F2", "k2", "w", ts="2026-03-05T09:00:00Z"))
+        own = resolve(events, actor(), "2026-03-02T00:00:00Z")  # hears only F1
+        assert own.tree.size == 1
+        again = resolve(events, actor(), "2026-03-02T00:00:00Z", head=own.log, tree=own.tree)
+        assert again.to_json() == own.to_json()
+        whole = resolve(events, actor(), "2026-03-06T00:00:00Z")
+        with pytest.raises(InputError) as caught:  # the whole log's head, for a prefix of one event
+            resolve(events, actor(), "2026-03-02T00:00:00Z", head=whole.log)
+        assert caught.value.field == "head"
+        with pytest.raises(InputError) as caught:
+            resolve(events, actor(), "2026-03-02T00:00:00Z", tree=whole.tree)
+        assert caught.value.field == "tree"
+
+    def test_a_partition_records_the_whole_logs_heads(self) -> None:
+        """resolve_partition: one tenant's part under the whole log's heads (gamma.review)."""
+        events = log(A("F1", "k", "v"), A("F2", "k", "w", tenant="other"))
+        whole = resolve(events, actor(), AT)
+        part = tenant_part(events, [e for e in events if e.tenant == "acme"])
+        assert isinstance(part, ParsedLog)
+        with pytest.raises(InputError):
+            resolve(part, actor(), AT, head=whole.log, tree=whole.tree)
+        got = resolve_partition(part, actor(), AT, head=whole.log, tree=whole.tree)
+        assert got.to_json() == whole.to_json()

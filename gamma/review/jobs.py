@@ -16,7 +16,7 @@ from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Event
 from gamma.core.parsed import tenant_part
 from gamma.core.policy import Policy
-from gamma.core.resolver import resolve
+from gamma.core.resolver import resolve_partition
 
 __all__ = ["Partition", "TenantResult", "partition", "review_tenant"]
 
@@ -98,11 +98,12 @@ def review_tenant(part: Partition) -> TenantResult:
     admitted: dict[str, list[str]] = {}
     withheld: dict[str, dict[str, list[str]]] = {}
     for actor in part.actors:
-        now = resolve(part.events, actor, part.at, part.policy, head=part.head, tree=part.tree)
+        now = resolve_partition(part.events, actor, part.at, part.policy, head=part.head,
+                                tree=part.tree)
         line: dict[str, Any] = {"actor": actor.id, "digest": now.digest, "resolution": now.to_dict()}
         if part.since is not None:
-            then = resolve(part.events, actor, part.since, part.policy, head=part.since_head,
-                           tree=part.since_tree)
+            then = resolve_partition(part.events, actor, part.since, part.policy,
+                                     head=part.since_head, tree=part.since_tree)
             line["since"] = diff_records(then.to_dict(), now.to_dict()).to_dict()
         lines.append(compact_json(line))
         for a in now.admitted:

@@ -22,7 +22,7 @@ from gamma.core.merkle import TreeHead
 from gamma.core.model import Event
 from gamma.core.parsed import tenant_part
 from gamma.core.policy import Policy
-from gamma.core.resolver import resolve
+from gamma.core.resolver import resolve_partition
 from gamma.core.version import __version__
 
 __all__ = ["RecordTask", "ReplayPartition", "RecordOutcome", "partition_records", "replay_tenant"]
@@ -121,8 +121,8 @@ def replay_tenant(part: ReplayPartition) -> tuple[RecordOutcome, ...]:
         cut = bisect.bisect_left(part.positions, count)
         actor = parse_actor(record["actor"], policy=part.policy, source=task.name)
         at = parse_ts(record["at"])
-        resolution = resolve(part.events[:cut], actor, at, part.policy, head=task.heard_head,
-                             tree=task.heard_tree)
+        resolution = resolve_partition(part.events[:cut], actor, at, part.policy,
+                                       head=task.heard_head, tree=task.heard_tree)
         replayed = {**resolution.to_dict(), "engine": __version__, "events": task.heard}
         result = ReplayResult(
             events=count,
