@@ -1380,3 +1380,22 @@ class TestRecordedHeads:
             resolve(part, actor(), AT, head=whole.log, tree=whole.tree)
         got = resolve_partition(part, actor(), AT, head=whole.log, tree=whole.tree)
         assert got.to_json() == whole.to_json()
+
+
+class TestLowestLevelUnderStrict:
+    """SPEC §1: equal rank acts, so under strict an unlisted writer's grant reveals an unattributed
+    fact of an unlisted writer, and nothing a listed writer asserted with its authority."""
+
+    STRICT = load_policy(ROOT / "policies" / "strict.toml")
+
+    def test_the_lowest_level_governs_its_own_facts_only(self) -> None:
+        res = run(
+            A("F1", "note", "bot's", actor="mallory", visibility={"roles": ["hr"]}),
+            A("F2", "salary", "$9", actor="hr-ann", authority="manager", visibility={"roles": ["hr"]}),
+            G(fact="F1", to_actor="alice", actor="eve"),
+            G(fact="F2", to_actor="alice", actor="eve"),
+            policy=self.STRICT,
+        )
+        assert admitted_ids(res) == ["F1"]
+        assert codes(res, "F2") == ("access_denied",)
+        assert ("e4", IA, "F2") in ignored_set(res)
