@@ -436,3 +436,19 @@ class TestVerifyTouchesNothing:
             done = cli("verify", str(path))
             assert done.returncode == 2 and "WAL" in done.stderr and "Traceback" not in done.stderr
         assert evidence(directory) == before
+
+
+class TestExpectPolicy:
+    """SPEC §9.6: --expect-policy D: a store's recorded policy must be D (exit 1 otherwise)."""
+
+    def test_cli(self, path: Path, tmp_path: Path) -> None:
+        from gamma.core.policy import DEFAULT_POLICY
+
+        assert cli("verify", str(path), "--expect-policy", DEFAULT_POLICY.digest).returncode == 0
+        other = cli("verify", str(path), "--expect-policy", "ab" * 32)
+        assert other.returncode == 1 and "policy changed" in other.stderr
+        jsonl = tmp_path / "log.jsonl"
+        jsonl.write_text("\n".join(six()) + "\n")
+        refused = cli("verify", str(jsonl), "--expect-policy", DEFAULT_POLICY.digest)
+        assert refused.returncode == 2 and "--expect-policy" in refused.stderr
+        assert cli("verify", str(path), "--expect-policy", "nothex").returncode == 2

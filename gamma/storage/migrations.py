@@ -154,7 +154,7 @@ def _v3_no_replace(db: Database) -> None:
     """Refuse INSERT OR REPLACE on every table, and seal the recorded policy (gamma.storage.seal)."""
     for table in TABLES:
         db.execute(
-            f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table} "
+            f"CREATE TRIGGER IF NOT EXISTS {table}_no_replace BEFORE INSERT ON {table} "
             f"WHEN {' OR '.join(_KEYS[table])} "
             f"BEGIN SELECT RAISE(ABORT, 'gamma store is append-only: a row of {table} with this key"
             " exists (INSERT OR REPLACE refused)'); END"
