@@ -251,6 +251,7 @@ def _duplicate_last_row(tmp_path: Path) -> Path:
         "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL"
     ).fetchall():
         conn.execute(f"DROP INDEX {name}")
+    conn.execute("DROP TRIGGER events_no_replace")  # it refuses an existing key too
     row = conn.execute("SELECT * FROM events WHERE position = 2").fetchone()
     names = [d[0] for d in conn.execute("SELECT * FROM events LIMIT 0").description]
     copy = dict(zip(names, row, strict=True))

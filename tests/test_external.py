@@ -187,6 +187,25 @@ class TestMisbehaving:
         assert [s == "error" for s in statuses(report.results)] == [False, True, False]
         assert "not JSON" in problems(report.results[1])
 
+    @pytest.mark.parametrize(
+        ("number", "field"),
+        [("9" * 5000, "admitted"), ("9007199254740993", "admitted"), ("1.5", "admitted")],
+    )
+    def test_a_number_json_cannot_hold_safely(self, tmp_path: Path, number: str, field: str) -> None:
+        """An integer of 5,000 digits (int() refuses it) or past 2^53, or a float, is a per-case error
+        naming the field, never "not JSON" nor a crash; the next case goes on (SPEC §14)."""
+        command = script(tmp_path, loop(f"""
+            if n == 2:
+                sys.stdout.write('{{"id": ' + json.dumps(case["id"]) + ', "admitted": [{number}]}}\\n')
+                sys.stdout.flush()
+            else:
+                good(case)
+        """))
+        report = run(CASES[:3], system=command, timeout=5)
+        assert [s == "error" for s in statuses(report.results)] == [False, True, False]
+        assert f"reply field {field!r}" in problems(report.results[1])
+        assert "not JSON" not in problems(report.results[1])
+
     def test_binary_garbage(self, tmp_path: Path) -> None:
         """Bytes that are not UTF-8 are garbage too, reported escaped."""
         command = script(tmp_path, loop('sys.stdout.buffer.write(b"\\xff\\xfe\\x00\\n"); sys.stdout.flush()'))

@@ -251,7 +251,7 @@ class TestStoreTree:
         conn.executescript(
             "DROP TRIGGER tree_no_update; DROP TRIGGER tree_no_delete; DROP TRIGGER tree_in_order;"
             "DROP TABLE tree; DROP TRIGGER schema_version_no_delete;"
-            "DELETE FROM schema_version WHERE version = 2;"
+            "DELETE FROM schema_version WHERE version >= 2;"
         )
         conn.close()
         with Store.open(filled) as store:

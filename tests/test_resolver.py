@@ -48,7 +48,13 @@ from gamma import (
     parse_actor,
     resolve,
 )
+from gamma.core import handbuilt
 from gamma.core.canonical import parse_ts
+from gamma.core.errors import DuplicateIdError, UnknownReferenceError
+from gamma.core.events import canonical_event, parse_events
+from gamma.core.model import Retract
+from gamma.core.parsed import ParsedLog, tenant_part
+from gamma.core.resolver import resolve_partition
 
 ROOT = Path(__file__).resolve().parent.parent
 RECHECK = load_policy(ROOT / "policies" / "recheck.toml")
@@ -1268,3 +1274,128 @@ class TestPythonCallersGetGammaErrors:
         with pytest.raises(InputError) as caught:
             resolve(log(A("F1", "k", "v")), actor(), AT).render("yaml")
         assert caught.value.field == "format"
+
+
+class TestHandBuiltEvents:
+    """SPEC §2: ``resolve`` validates events it did not read itself, by the reader's rules."""
+
+    T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
+
+    def made(self, event_id: str, fact: str, value: Any = "v", **kw: Any) -> Assert:
+        return Assert(id=event_id, ts=self.T0, actor="w", tenant="acme", fact=fact, key="k",
+                      value=value, **kw)
+
+    def test_retract_of_an_unknown_fact(self) -> None:
+        """A hand-built Retract of a fact never asserted is an input error naming it, not KeyError."""
+        events = [self.made("e1", "F1"), Retract(id="e2", ts=self.T0, actor="w", tenant="acme", fact="F9")]
+        with pytest.raises(UnknownReferenceError) as caught:
+            resolve(events, actor(), AT)
+        assert caught.value.field == "fact" and "events[1]" in str(caught.value) and "'e2'" in str(caught.value)
+
+    def test_two_asserts_of_one_fact(self) -> None:
+        """Two hand-built Asserts with one fact id are refused, not both admitted."""
+        with pytest.raises(DuplicateIdError) as caught:
+            resolve([self.made("e1", "F1"), self.made("e2", "F1", "w")], actor(), AT)
+        assert caught.value.field == "fact" and "events[1]" in str(caught.value)
+
+    @pytest.mark.parametrize(
+        ("make", "field"),
+        [
+            (lambda t: Assert(id="e1", ts=t.replace(tzinfo=None), actor="w", tenant="acme", fact="F1",
+                              key="k", value="v"), "ts"),
+            (lambda t: Assert(id="e1", ts=t, actor="w", tenant="acme", fact="F1", key="k", value=1.5), "value"),
+            (lambda t: Assert(id="e1", ts=t, actor="w", tenant="acme", fact="F1", key="k", value=2**60), "value"),
+            (lambda t: Assert(id="e1", ts=t, actor="w", tenant="acme", fact="F1", key="k", value=10**5000), "value"),
+            (lambda t: Assert(id="e\r1", ts=t, actor="w", tenant="acme", fact="F1", key="k", value="v"), "id"),
+            (lambda t: Assert(id="e1", ts=t, actor="w", tenant="acme", fact="F1", key="k", value="v",
+                              authority="chief"), "authority"),
+            (lambda t: Assert(id="e1", ts=t, actor="w", tenant="acme", fact="F1", key="k", value="v",
+                              scope="a//b"), "scope"),
+        ],
+    )
+    def test_bad_field(self, make: Any, field: str) -> None:
+        """What the reader refuses in a line is refused in an object, naming the same field."""
+        with pytest.raises(InputError) as caught:
+            resolve([make(self.T0)], actor(), AT)
+        assert caught.value.field == field and "events[0] (id" in str(caught.value)
+
+    def test_not_an_event(self) -> None:
+        with pytest.raises(InputError, match=r"events\[0\]: not an event"):
+            resolve([{"type": "assert"}], actor(), AT)  # type: ignore[list-item]
+
+    def test_ts_going_backwards(self) -> None:
+        """A joined log whose ts goes backwards is refused (Γ would cut the wrong prefix)."""
+        later = attrs.evolve(self.made("e1", "F1"), ts=datetime(2026, 3, 1, 10, tzinfo=UTC))
+        with pytest.raises(InputError) as caught:
+            resolve([later, self.made("e2", "F2")], actor(), AT)
+        assert caught.value.field == "ts"
+
+    def test_valid_hand_built_log_resolves_as_its_text(self) -> None:
+        """A valid hand-built log gives the bytes its JSONL text gives."""
+        built = [self.made("e1", "F1"), Retract(id="e2", ts=self.T0, actor="w", tenant="acme", fact="F1"),
+                 self.made("e3", "F2", 7)]
+        text = "\n".join(canonical_event(e) for e in built)
+        parsed = parse_events(text.split("\n"))
+        assert resolve(built, actor(), AT).to_json() == resolve(parsed, actor(), AT).to_json()
+
+    def test_a_cut_log_is_checked(self) -> None:
+        """A log with its assert cut out (a plain tuple, not the reader's output) is refused."""
+        events = log(A("F1", "k", "v"), R("F1"))
+        assert isinstance(events, ParsedLog) and isinstance(events[:1], ParsedLog)
+        with pytest.raises(UnknownReferenceError):
+            resolve(events[1:], actor(), AT)
+
+    def test_parsed_log_is_not_validated_again(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The reader's output (and its prefixes) go to Γ as they are: no second parse."""
+        events = log(A("F1", "k", "v"), A("F2", "k2", "w"))
+        monkeypatch.setattr(handbuilt, "parse_events", None)  # any call would raise TypeError
+        assert admitted_ids(resolve(events, actor(), AT)) == ["F1", "F2"]
+        assert admitted_ids(resolve(events[:1], actor(), AT)) == ["F1"]
+
+
+class TestRecordedHeads:
+    """SPEC §3: a resolution's ``log`` and ``tree`` are those of the prefix it resolved."""
+
+    def test_a_given_head_or_tree_is_checked(self) -> None:
+        events = log(A("F1", "k", "v"), A("F2", "k2", "w", ts="2026-03-05T09:00:00Z"))
+        own = resolve(events, actor(), "2026-03-02T00:00:00Z")  # hears only F1
+        assert own.tree.size == 1
+        again = resolve(events, actor(), "2026-03-02T00:00:00Z", head=own.log, tree=own.tree)
+        assert again.to_json() == own.to_json()
+        whole = resolve(events, actor(), "2026-03-06T00:00:00Z")
+        with pytest.raises(InputError) as caught:  # the whole log's head, for a prefix of one event
+            resolve(events, actor(), "2026-03-02T00:00:00Z", head=whole.log)
+        assert caught.value.field == "head"
+        with pytest.raises(InputError) as caught:
+            resolve(events, actor(), "2026-03-02T00:00:00Z", tree=whole.tree)
+        assert caught.value.field == "tree"
+
+    def test_a_partition_records_the_whole_logs_heads(self) -> None:
+        """resolve_partition: one tenant's part under the whole log's heads (gamma.review)."""
+        events = log(A("F1", "k", "v"), A("F2", "k", "w", tenant="other"))
+        whole = resolve(events, actor(), AT)
+        part = tenant_part(events, [e for e in events if e.tenant == "acme"])
+        assert isinstance(part, ParsedLog)
+        with pytest.raises(InputError):
+            resolve(part, actor(), AT, head=whole.log, tree=whole.tree)
+        got = resolve_partition(part, actor(), AT, head=whole.log, tree=whole.tree)
+        assert got.to_json() == whole.to_json()
+
+
+class TestLowestLevelUnderStrict:
+    """SPEC §1: equal rank acts, so under strict an unlisted writer's grant reveals an unattributed
+    fact of an unlisted writer, and nothing a listed writer asserted with its authority."""
+
+    STRICT = load_policy(ROOT / "policies" / "strict.toml")
+
+    def test_the_lowest_level_governs_its_own_facts_only(self) -> None:
+        res = run(
+            A("F1", "note", "bot's", actor="mallory", visibility={"roles": ["hr"]}),
+            A("F2", "salary", "$9", actor="hr-ann", authority="manager", visibility={"roles": ["hr"]}),
+            G(fact="F1", to_actor="alice", actor="eve"),
+            G(fact="F2", to_actor="alice", actor="eve"),
+            policy=self.STRICT,
+        )
+        assert admitted_ids(res) == ["F1"]
+        assert codes(res, "F2") == ("access_denied",)
+        assert ("e4", IA, "F2") in ignored_set(res)

@@ -534,3 +534,203 @@ class TestAgainstTheFileReader:
             assert type(got.value) is type(expected.value)
             assert (got.value.line, got.value.field) == (expected.value.line, expected.value.field)
             assert store.head() == GENESIS_HEX and len(store) == 0
+
+
+def _row_of(conn: sqlite3.Connection, table: str) -> tuple[list[str], list[Any]]:
+    cursor = conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid LIMIT 1")
+    names = ["rowid", *[d[0] for d in cursor.description[1:]]]
+    return names, list(cursor.fetchone())
+
+
+class TestNoReplace:
+    """SPEC §9.3: INSERT OR REPLACE is refused on every table, for a writer with plain sqlite3."""
+
+    @pytest.mark.parametrize("table", TABLES)
+    @pytest.mark.parametrize("verb", ["INSERT OR REPLACE", "REPLACE"])
+    def test_replace_of_a_stored_row_is_refused(self, store: Store, path: Path, table: str, verb: str) -> None:
+        """REPLACE deletes the old row without firing DELETE triggers: a BEFORE INSERT trigger refuses."""
+        store.append(sample())
+        conn = sqlite3.connect(path)  # plain sqlite3: recursive_triggers is off
+        names, row = _row_of(conn, table)
+        before = list(conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid"))
+        columns = [n for n in names if n != "rowid"]
+        values = row[1:]
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(f"{verb} INTO {table} ({','.join(columns)}) VALUES ({','.join('?' * len(values))})", values)
+        assert list(conn.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid")) == before
+
+    def test_replace_of_the_policy_digest_and_of_an_event_row(self, store: Store, path: Path) -> None:
+        """The two attacks of the issue: a replaced policy_digest and an event re-inserted at the end
+        under a stored id (REPLACE would have deleted the stored row)."""
+        store.append(sample())
+        conn = sqlite3.connect(path)
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("INSERT OR REPLACE INTO store_meta VALUES ('policy_digest', ?)", ["0" * 64])
+        last = list(conn.execute("SELECT * FROM events WHERE position = 5").fetchone())
+        first = list(conn.execute("SELECT * FROM events WHERE position = 1").fetchone())
+        forged = [6, first[1], *first[2:9], last[10], "00", None]
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(f"INSERT OR REPLACE INTO events VALUES ({','.join('?' * 12)})", forged)
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):  # by rowid, too
+            conn.execute("INSERT OR REPLACE INTO store_meta (rowid, name, value) VALUES (1, 'x', 'y')")
+        assert store.verify().ok and len(store) == 5
+
+    def test_appends_still_work(self, store: Store) -> None:
+        """The trigger refuses only an existing key: ordinary appends and retries go on."""
+        store.append(sample())
+        assert store.append(sample()).appended == 0
+        assert store.append(lines(A("F9", "k", "v", id="e9", ts="2026-03-01T10:00:00Z"))).appended == 1
+
+
+def _rewrite_meta(path: Path, name: str, value: str) -> None:
+    """What a writer with plain sqlite3 can do: drop the trigger and change a metadata row."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TRIGGER IF EXISTS store_meta_no_update")
+    conn.execute("UPDATE store_meta SET value = ? WHERE name = ?", [value, name])
+    conn.close()
+
+
+class TestPolicySeal:
+    """SPEC §9.3: the recorded policy is under a seal verify re-derives; heads stay those of JSONL."""
+
+    OTHER = parse_policy('[authority]\nladder = ["low", "high"]\ndefault = "low"\n')
+
+    def test_heads_are_those_of_the_jsonl_log(self, store: Store) -> None:
+        store.append(sample())
+        assert store.head() == head_of(store.export())
+
+    def test_a_changed_policy_digest_fails_verify(self, store: Store, path: Path) -> None:
+        store.append(sample())
+        head = store.head()
+        _rewrite_meta(path, "policy_digest", "0" * 64)
+        with Store.open(path) as opened:
+            for report in (opened.verify(), opened.verify(expect_head=head)):
+                assert not report.ok and report.kind == "policy_changed" and report.status == 1
+                assert "policy" in report.verdict
+
+    def test_a_changed_policy_with_its_digest_fails_verify(self, store: Store, path: Path) -> None:
+        """Rewriting the policy and its digest together still breaks the seal."""
+        store.append(sample())
+        _rewrite_meta(path, "policy", canonical_json(self.OTHER.to_dict()))
+        _rewrite_meta(path, "policy_digest", self.OTHER.digest)
+        with Store.open(path) as opened:
+            assert opened.verify().kind == "policy_changed"
+            assert opened.verify(expect_head=opened.head()).kind == "policy_changed"
+
+    def test_a_forged_seal_is_caught_by_the_key_or_the_expected_policy(self, path: Path) -> None:
+        """Whoever recomputes the plain seal is caught by the keyed seal, or by --expect-policy."""
+        from gamma.storage.seal import SEAL, seal_rows
+
+        with Store.init(path, key=KEY) as created:
+            created.append(sample())
+            meta = created._read_meta()
+        forged = {**meta, "policy": canonical_json(self.OTHER.to_dict()), "policy_digest": self.OTHER.digest}
+        for name in ("policy", "policy_digest"):
+            _rewrite_meta(path, name, forged[name])
+        _rewrite_meta(path, SEAL, seal_rows(forged, None)[SEAL])
+        with Store.open(path) as opened:
+            assert opened.verify().ok  # without the key or a held digest, nothing to compare with
+            assert opened.verify(key=KEY).kind == "policy_changed"
+            report = opened.verify(expect_policy=DEFAULT_POLICY.digest)
+            assert report.kind == "policy_changed" and DEFAULT_POLICY.digest in (report.detail or "")
+            assert opened.verify(expect_policy=self.OTHER.digest).ok
+
+    def test_migration_seals_an_old_store(self, tmp_path: Path) -> None:
+        """A schema-2 store gains the REPLACE triggers and the seal, and its keyed seal at the
+        first keyed append; its events, heads and tree are untouched."""
+        from sqlite_utils import Database
+
+        from gamma.storage.seal import KEYED_SEAL, SEAL
+
+        old = tmp_path / "old.db"
+        conn = sqlite3.connect(old, isolation_level=None)
+        db = Database(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        migrate(db, migrations=MIGRATIONS[:2])
+        meta = {"format": "gamma-store", "policy": canonical_json(DEFAULT_POLICY.to_dict()),
+                "policy_digest": DEFAULT_POLICY.digest, "keyed": "true"}
+        from gamma.storage.store import _key_check
+
+        meta["key_check"] = _key_check(KEY)
+        db.table("store_meta").insert_all([{"name": k, "value": v} for k, v in sorted(meta.items())])
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA journal_mode=wal")
+        conn.close()
+        with Store.open(old, key=KEY) as opened:
+            assert current_version(opened._db) == LATEST
+            assert SEAL in opened._read_meta() and KEYED_SEAL not in opened._read_meta()
+            opened.append(sample())
+            assert KEYED_SEAL in opened._read_meta()
+            assert opened.verify(key=KEY).ok
+            assert opened.head() == head_of(opened.export())
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            sqlite3.connect(old).execute("REPLACE INTO store_meta VALUES ('policy_digest', 'x')")
+
+
+def _digests(directory: Path) -> dict[str, bytes]:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).digest() for p in sorted(directory.iterdir())
+            if not p.name.endswith("-shm")}
+
+
+_KILLED_WRITER = """
+import os, sys
+from gamma.storage.store import Store
+store = Store.open(sys.argv[1])
+store.append(sys.stdin.read())
+os._exit(0)  # killed: no close, no checkpoint; the commit sits in the WAL
+"""
+
+
+class TestReadOnly:
+    """SPEC §9.6: reading commands open stores read-only; verify changes no byte of the evidence."""
+
+    def killed_writer(self, path: Path) -> None:
+        import subprocess
+        import sys
+
+        with Store.init(path) as created:
+            created.append(sample()[:2])
+        more = "\n".join(sample()[2:])
+        subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(path)], input=more, text=True, check=True)
+        assert Path(f"{path}-wal").stat().st_size > 0
+
+    def test_verify_leaves_a_killed_writers_wal_alone(self, tmp_path: Path) -> None:
+        """The WAL's commits are read (5 events) but never checkpointed into the file."""
+        path = tmp_path / "s.db"
+        self.killed_writer(path)
+        before = _digests(tmp_path)
+        from gamma.storage.sources import verify_path
+
+        report = verify_path(path)
+        assert report.ok and report.events == 5
+        assert _digests(tmp_path) == before
+        assert len(open_log(path).events) == 5
+        assert _digests(tmp_path) == before
+
+    def test_read_only_store_refuses_append(self, store: Store, path: Path) -> None:
+        store.append(sample())
+        with Store.open(path, read_only=True) as opened:
+            assert len(opened) == 5
+            with pytest.raises(StoreError, match="read-only"):
+                opened.append(lines(A("F9", "k", "v", id="e9")))
+
+    def test_reading_an_old_schema_does_not_migrate(self, tmp_path: Path) -> None:
+        from sqlite_utils import Database
+
+        old = tmp_path / "old.db"
+        conn = sqlite3.connect(old, isolation_level=None)
+        db = Database(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        migrate(db, migrations=MIGRATIONS[:2])
+        db.table("store_meta").insert_all([
+            {"name": "format", "value": "gamma-store"}, {"name": "keyed", "value": "false"},
+            {"name": "policy", "value": canonical_json(DEFAULT_POLICY.to_dict())},
+            {"name": "policy_digest", "value": DEFAULT_POLICY.digest}])
+        conn.execute("COMMIT")
+        conn.close()
+        before = old.read_bytes()
+        with Store.open(old, read_only=True) as opened:
+            assert opened.verify().ok and current_version(opened._db) == 2
+        assert old.read_bytes() == before

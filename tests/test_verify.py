@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -321,3 +325,130 @@ class TestFiles:
         assert check_head("AB" * 32, field="expect_head") == "ab" * 32
         with pytest.raises(InputError, match="64 hex"):
             check_head("abc", field="expect_head")
+
+
+# -- read-only opens (SPEC §9.6) ---------------------------------------------------------
+
+GAMMA = str(Path(sys.executable).with_name("gamma"))
+
+_KILLED_WRITER = """
+import os, sys
+from gamma.storage.store import Store
+store = Store.open(sys.argv[1])
+store.append(sys.stdin.read())
+os._exit(0)  # killed: no close, no checkpoint; the last commit sits in the WAL
+"""
+
+
+def killed_writer(path: Path) -> None:
+    """A store whose last batch (the retract) was committed by a writer killed before closing."""
+    with Store.init(path) as store:
+        store.append(six()[:5])
+    subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(path)], input=six()[5], text=True,
+                   check=True)
+    assert Path(f"{path}-wal").stat().st_size > 0
+
+
+def evidence(directory: Path) -> dict[str, str]:
+    """The bytes of every file but SQLite's -shm index (a reader may refresh it)."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())
+            if not p.name.endswith("-shm")}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([GAMMA, "--quiet", *args], capture_output=True, text=True, timeout=120)
+
+
+@contextmanager
+def read_only_media(directory: Path) -> Iterator[None]:
+    """The directory and its files made unwritable, even for root (chattr +i), then restored."""
+    files = sorted(directory.iterdir())
+    if os.geteuid() == 0:
+        done = subprocess.run(["chattr", "+i", *map(str, files), str(directory)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot make files immutable here: {done.stderr.decode().strip()}")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", *map(str, files), str(directory)], check=True)
+    else:
+        modes = {p: p.stat().st_mode for p in files}
+        for p in files:
+            p.chmod(0o444)
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(0o755)
+            for p, mode in modes.items():
+                p.chmod(mode)
+
+
+class TestVerifyTouchesNothing:
+    def test_a_killed_writers_wal_is_read_not_checkpointed(self, tmp_path: Path) -> None:
+        """verify, resolve, replay's reads and export see the WAL's commit; no byte changes."""
+        path = tmp_path / "s.db"
+        killed_writer(path)
+        before = evidence(tmp_path)
+        done = cli("verify", str(path))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == head_of(canonical_event(e) for e in parse_events(six()))
+        resolved = cli("resolve", str(path), "--actor", '{"id": "a", "tenant": "acme"}',
+                       "--at", "2026-04-01T00:00:00Z", "--format", "json")
+        assert resolved.returncode == 0, resolved.stderr
+        assert "F1" not in {a["fact"] for a in json.loads(resolved.stdout)["admitted"]}  # the WAL's retract
+        assert cli("export", str(path)).stdout.count("\n") == 6
+        assert evidence(tmp_path) == before
+
+    def test_reading_on_read_only_media(self, tmp_path: Path) -> None:
+        """A checkpointed store on unwritable media verifies and resolves (immutable=1)."""
+        directory = tmp_path / "media"
+        directory.mkdir()
+        path = directory / "s.db"
+        with Store.init(path) as store:
+            store.append(six())
+        assert sorted(p.name for p in directory.iterdir()) == ["s.db"]
+        before = evidence(directory)
+        with read_only_media(directory):
+            assert verify_path(path).ok
+            done = cli("verify", str(path))
+            assert done.returncode == 0, done.stderr
+            resolved = cli("resolve", str(path), "--actor", '{"id": "a", "tenant": "acme"}',
+                           "--at", "2026-04-01T00:00:00Z", "--format", "json")
+            assert resolved.returncode == 0, resolved.stderr
+            assert cli("prove", "inclusion", str(path), "--event", "e2").returncode == 0
+        assert evidence(directory) == before
+
+    def test_a_wal_on_read_only_media(self, tmp_path: Path) -> None:
+        """With its -shm index the WAL is read there; without one it is a clear error (exit 2),
+        never a silently older log."""
+        directory = tmp_path / "media"
+        directory.mkdir()
+        path = directory / "s.db"
+        killed_writer(path)
+        before = evidence(directory)
+        with read_only_media(directory):
+            report = verify_path(path)
+            assert report.ok and report.events == 6
+        assert evidence(directory) == before
+        Path(f"{path}-shm").unlink()
+        with read_only_media(directory):
+            done = cli("verify", str(path))
+            assert done.returncode == 2 and "WAL" in done.stderr and "Traceback" not in done.stderr
+        assert evidence(directory) == before
+
+
+class TestExpectPolicy:
+    """SPEC §9.6: --expect-policy D: a store's recorded policy must be D (exit 1 otherwise)."""
+
+    def test_cli(self, path: Path, tmp_path: Path) -> None:
+        from gamma.core.policy import DEFAULT_POLICY
+
+        assert cli("verify", str(path), "--expect-policy", DEFAULT_POLICY.digest).returncode == 0
+        other = cli("verify", str(path), "--expect-policy", "ab" * 32)
+        assert other.returncode == 1 and "policy changed" in other.stderr
+        jsonl = tmp_path / "log.jsonl"
+        jsonl.write_text("\n".join(six()) + "\n")
+        refused = cli("verify", str(jsonl), "--expect-policy", DEFAULT_POLICY.digest)
+        assert refused.returncode == 2 and "--expect-policy" in refused.stderr
+        assert cli("verify", str(path), "--expect-policy", "nothex").returncode == 2

@@ -388,7 +388,7 @@ def replay(
     except ValueError as exc:
         raise ValueTypeError(str(exc), source=source, field="at") from None
     count = record["events"]
-    prefix = tuple(events[:count])
+    prefix = events[:count] if isinstance(events, tuple) else tuple(events[:count])
     canonical = [canonical_event(event) for event in prefix]
     head = head_of(canonical)
     tree = CompactRange()

@@ -153,7 +153,8 @@ def _run(argv: list[str] | None, record: dict[str, Any]) -> int:
 _FLAGS = {
     "reader": "--reader", "system": "--system", "timeout": "--timeout",
     "experience": "--experience", "expect_head": "--expect-head",
-    "expect_prefix": "--expect-prefix", "authority": "--writer-authority",
+    "expect_prefix": "--expect-prefix", "expect_policy": "--expect-policy",
+    "authority": "--writer-authority",
 }  # fmt: skip
 
 

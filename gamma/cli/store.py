@@ -152,7 +152,7 @@ def export_command(store: str) -> None:
 
     The way to move a log: the output verifies with the store's head.
     """
-    with command("export", store=store) as record, Store.open(store) as opened:
+    with command("export", store=store) as record, Store.open(store, read_only=True) as opened:
         record.update(events=_write_lines(opened.export()), head=opened.head())
 
 
@@ -171,7 +171,7 @@ def log_command(log: str, tenant: str | None, since: str | None, until: str | No
         if since_ts is not None and until_ts is not None and since_ts > until_ts:
             raise InputError("--since is after --until: the range is empty", source="--since")
         if log != STDIN and is_store(log):
-            with Store.open(log) as opened:
+            with Store.open(log, read_only=True) as opened:
                 lines = opened.slice(tenant=tenant, since=since_ts, until=until_ts)
                 record.update(events=_write_lines(lines))
             return
@@ -200,6 +200,8 @@ def log_command(log: str, tenant: str | None, since: str | None, until: str | No
               help="A kept signed checkpoint the log must extend (needs --pub-key).")
 @click.option("--pub-key", "pub_key", default=None, metavar="FILE",
               type=click.Path(dir_okay=False), help="The checkpoint signer's verifier key.")
+@click.option("--expect-policy", "expect_policy", default=None, metavar="DIGEST",
+              help="A store's recorded policy must have this digest (a resolution's 'policy').")
 @key_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def verify_command(
@@ -208,6 +210,7 @@ def verify_command(
     expect_prefix: str | None,
     expect_checkpoint: str | None,
     pub_key: str | None,
+    expect_policy: str | None,
     key_file: str | None,
     as_json: bool,
 ) -> None:
@@ -216,9 +219,13 @@ def verify_command(
     Prints the head and exits 0 when intact. Otherwise says what it found, on
     stderr: grown (1; --expect-prefix accepts it), wrong key (1), tampered at
     position N (edited, deleted, inserted or reordered) (1), truncated or
-    rewritten (1), not keyed (2: a key was given to a store without a keyed
-    chain). Exits 2 when unreadable. Without a key, a rewrite that recomputed
-    the chain is caught only by --expect-head / --expect-prefix.
+    rewritten (1), policy changed (1: a store's recorded policy no longer
+    matches its digest or seal, or is not --expect-policy), not keyed (2: a key
+    was given to a store without a keyed chain). Exits 2 when unreadable.
+    Without a key, a rewrite that recomputed the chain is caught only by
+    --expect-head / --expect-prefix, and one that recomputed the policy's seal
+    only by --expect-policy. A store is opened read-only: no byte of it or of
+    its WAL changes.
     """
     with command("verify", log=log) as record:
         key = read_key(key_file)
@@ -228,7 +235,8 @@ def verify_command(
             report = verify_bytes(read_stdin("LOG"), source=STDIN_SOURCE, key=key,
                                   expect_head=head, expect_prefix=prefix)
         else:
-            report = verify_path(log, key=key, expect_head=head, expect_prefix=prefix)
+            report = verify_path(log, key=key, expect_head=head, expect_prefix=prefix,
+                                 expect_policy=expect_policy)
         record.update(ok=report.ok, events=report.events, head=report.head, kind=report.kind,
                       verdict=report.verdict)
         if as_json:

@@ -28,6 +28,7 @@ import attrs
 from gamma.conformance.cases import VERDICTS, Case
 from gamma.core.decisions import REASON_CODES
 from gamma.core.errors import InputError
+from gamma.core.events import decode_json
 
 __all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", "parse_reply",
            "request_for"]
@@ -373,11 +374,14 @@ class ExternalSystem:
         else:
             try:
                 text = raw.decode("utf-8")
-                obj = json.loads(text)
+                obj = decode_json(text)  # the event reader's JSON rules: no huge ints, no floats
             except UnicodeDecodeError:
                 problem = f"reply is not UTF-8: {_short(repr(raw[:80]))}"
-            except ValueError:
-                problem = f"reply is not JSON: {_short(raw.decode('utf-8', 'replace').strip())}"
+            except InputError as exc:
+                if exc.field is None:
+                    problem = f"reply is not JSON: {_short(raw.decode('utf-8', 'replace').strip())}"
+                else:
+                    problem = f"reply field {exc.field!r}: {exc.message}"
         if problem is None and not isinstance(obj, dict):
             problem = f"a reply must be a JSON object, got {type(obj).__name__}"
         elif problem is None and obj.get("id") != case_id:

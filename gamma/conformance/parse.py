@@ -36,6 +36,7 @@ from gamma.core.errors import (
 )
 from gamma.core.events import event_from_json, load_events, parse_actor, validate_log
 from gamma.core.model import Event
+from gamma.core.parsed import ParsedLog
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
 from gamma.data import POLICY_NAMES, policy_by_name
 from gamma.scoring.grading import Pool
@@ -246,7 +247,7 @@ def _events(
         where = f"events[{index}]"
         field = where + (f".{exc.field}" if exc.field else "")
         raise type(exc)(exc.message, source=ctx.source, line=ctx.line_for(where), field=field) from None
-    return tuple(event for _, event in parsed), None
+    return ParsedLog(event for _, event in parsed), None  # validated as a whole just above
 
 
 def _expect(raw: Any, ctx: _Context) -> Expect:

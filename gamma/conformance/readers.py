@@ -162,6 +162,8 @@ def _ungoverned_log(
     out: list[Event] = []
     committed: dict[str, int] = {}
     derived_keys: set[str] = set()
+    # a private key is one no event of the case uses (Γ validates the rebuilt log: no NUL in keys)
+    keys = {e.key for e in case.events() if isinstance(e, Assert)}
     for event in heard_by(case.events(), case.at):
         if isinstance(event, (Grant, Revoke)):
             continue
@@ -171,7 +173,10 @@ def _ungoverned_log(
                 changes["depends_on"] = None
                 if _derived(event):
                     if event.key in derived_keys:
-                        changes["key"] = f"{event.key}\u0000unheard:{event.fact}"
+                        private = f"{event.key}~unheard:{event.fact}"
+                        while private in keys:
+                            private += "~"
+                        changes["key"] = private
                     derived_keys.add(event.key)
             event = attrs.evolve(event, **changes)  # type: ignore[arg-type]
             committed[event.fact] = len(out)

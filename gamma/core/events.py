@@ -45,6 +45,7 @@ from gamma.core.model import (
     Revoke,
     Visibility,
 )
+from gamma.core.parsed import ParsedLog  # the reader's mark: see gamma.core.handbuilt
 from gamma.core.policy import DEFAULT_POLICY, Policy
 
 __all__ = [
@@ -493,7 +494,8 @@ def parse_events(
         event = event_from_json(obj, policy=policy, source=source, line=number)
         parsed.append((number, _with_canonical(event, obj)))
     validate_log(parsed, index=index, source=source)
-    return tuple(event for _, event in parsed)
+    events = (event for _, event in parsed)
+    return ParsedLog(events) if index is None else tuple(events)  # with an index: not a whole log
 
 
 EMPTY_FILE = "the file is empty (zero bytes): neither a store nor an event log"

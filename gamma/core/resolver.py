@@ -24,11 +24,13 @@ from datetime import datetime
 
 import attrs
 
-from gamma.core.canonical import parse_at
+from gamma.core.canonical import format_ts, parse_at
 from gamma.core.chain import head_of
 from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
+from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, normal_actor
 from gamma.core.experiences import verdict_of
+from gamma.core.handbuilt import checked_log
 from gamma.core.merkle import TreeHead, tree_head_of
 from gamma.core.model import (
     Actor,
@@ -44,7 +46,7 @@ from gamma.core.model import (
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
 
-__all__ = ["resolve", "scope_contains", "specificity"]
+__all__ = ["resolve", "resolve_partition", "scope_contains", "specificity"]
 
 _HIDDEN = frozenset({"access_denied", "dependency_restricted"})
 #: The codes that make a fact an origin of dependency_invalidated / dependency_restricted.
@@ -306,15 +308,61 @@ def resolve(
 ) -> Resolution:
     """Γ(H, A, t): the facts ``actor`` may rely on at ``at``, and why the rest are withheld.
 
-    ``events`` must be a validated log (``load_events``/``parse_events``).
-    ``head`` may pass the chain head at ``at`` when the caller already knows
-    it (a store); otherwise it is computed from the events. ``tree`` is the
-    same for the Merkle tree head of the prefix.
+    ``events`` is a log as read (``load_events``/``parse_events``/a store), taken as it is;
+    any other sequence (hand-built events, a cut or joined log) is validated first, by the
+    reader's rules (SPEC §2), and refused with an InputError naming the event and field.
+    The resolution records the chain head and Merkle tree head of the prefix heard by
+    ``at``, computed from it; a ``head`` or ``tree`` given is checked against them (an
+    InputError on that field when it is not theirs). For one tenant's part of a log under
+    the whole log's heads, see :func:`resolve_partition`.
     """
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
     at = parse_at(at)
-    prefix = heard_by(events if isinstance(events, Sequence) else tuple(events), at)
+    prefix = heard_by(checked_log(events, policy), at)
+    canonical = [canonical_event(event) for event in prefix]
+    computed = (head_of(canonical), tree_head_of(canonical))
+    for name, given, own in (("head", head, computed[0]), ("tree", tree, computed[1])):
+        if given is not None and given != own:
+            raise InputError(
+                f"{given} is not the {name} of the {len(prefix)} events heard by {format_ts(at)}"
+                f" ({own})",
+                field=name,
+            )
+    return _resolve(prefix, actor, at, policy, *computed)
+
+
+def resolve_partition(
+    events: Iterable[Event],
+    actor: Actor | dict[str, object],
+    at: datetime | str,
+    policy: Policy | None = None,
+    *,
+    head: str | None,
+    tree: TreeHead | None,
+) -> Resolution:
+    """Γ over one tenant's part of a log, recording the whole log's ``head`` and ``tree`` at ``at``.
+
+    For a caller that split a log by tenant in one pass and hashed the whole of it
+    (``gamma.review``): Γ sees only the actor's tenant, so its resolution equals the whole
+    log's, but the part cannot prove the whole log's heads; the caller vouches for them.
+    The part is validated like any log unless it keeps the reader's mark
+    (``gamma.core.parsed.tenant_part``). A head left None is the part's own.
+    """
+    policy = policy or DEFAULT_POLICY
+    actor = normal_actor(actor, policy)
+    at = parse_at(at)
+    prefix = heard_by(checked_log(events, policy), at)
+    if head is None or tree is None:
+        canonical = [canonical_event(event) for event in prefix]
+        head, tree = head or head_of(canonical), tree or tree_head_of(canonical)
+    return _resolve(prefix, actor, at, policy, head, tree)
+
+
+def _resolve(
+    prefix: Sequence[Event], actor: Actor, at: datetime, policy: Policy, head: str, tree: TreeHead
+) -> Resolution:
+    """The fold over the actor's tenant's events of ``prefix``, then the phases."""
     fold = _Fold(actor, policy)
     for pos, event in enumerate(prefix):
         if event.tenant != actor.tenant:
@@ -322,10 +370,6 @@ def resolve(
         fold.run_pending(event.ts)
         _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
     fold.run_pending(at)
-    if head is None or tree is None:
-        canonical = [canonical_event(event) for event in prefix]
-        head = head or head_of(canonical)
-        tree = tree or tree_head_of(canonical)
     return _conclude(fold, actor, at, policy, head, tree)
 
 

@@ -14,8 +14,9 @@ from gamma.core.events import canonical_event
 from gamma.core.heads import Heads
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Event
+from gamma.core.parsed import tenant_part
 from gamma.core.policy import Policy
-from gamma.core.resolver import resolve
+from gamma.core.resolver import resolve_partition
 
 __all__ = ["Partition", "TenantResult", "partition", "review_tenant"]
 
@@ -77,7 +78,7 @@ def partition(
     return tuple(
         Partition(
             tenant=tenant,
-            events=tuple(by_tenant[tenant]),
+            events=tenant_part(events, by_tenant[tenant]),
             actors=tuple(sorted((a for a in actors if a.tenant == tenant), key=lambda a: a.id)),
             at=at,
             head=heads.log,
@@ -97,11 +98,12 @@ def review_tenant(part: Partition) -> TenantResult:
     admitted: dict[str, list[str]] = {}
     withheld: dict[str, dict[str, list[str]]] = {}
     for actor in part.actors:
-        now = resolve(part.events, actor, part.at, part.policy, head=part.head, tree=part.tree)
+        now = resolve_partition(part.events, actor, part.at, part.policy, head=part.head,
+                                tree=part.tree)
         line: dict[str, Any] = {"actor": actor.id, "digest": now.digest, "resolution": now.to_dict()}
         if part.since is not None:
-            then = resolve(part.events, actor, part.since, part.policy, head=part.since_head,
-                           tree=part.since_tree)
+            then = resolve_partition(part.events, actor, part.since, part.policy,
+                                     head=part.since_head, tree=part.since_tree)
             line["since"] = diff_records(then.to_dict(), now.to_dict()).to_dict()
         lines.append(compact_json(line))
         for a in now.admitted:

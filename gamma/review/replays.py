@@ -20,8 +20,9 @@ from gamma.core.events import canonical_event, parse_actor
 from gamma.core.heads import Heads
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Event
+from gamma.core.parsed import tenant_part
 from gamma.core.policy import Policy
-from gamma.core.resolver import resolve
+from gamma.core.resolver import resolve_partition
 from gamma.core.version import __version__
 
 __all__ = ["RecordTask", "ReplayPartition", "RecordOutcome", "partition_records", "replay_tenant"]
@@ -100,7 +101,7 @@ def partition_records(
             for name in tenants[tenant]
         )  # fmt: skip
         parts.append(
-            ReplayPartition(tenant=tenant, events=tuple(kept), positions=tuple(where),
+            ReplayPartition(tenant=tenant, events=tenant_part(events, kept), positions=tuple(where),
                             available=len(events), records=tasks, policy=policy)
         )  # fmt: skip
     return tuple(parts)
@@ -120,8 +121,8 @@ def replay_tenant(part: ReplayPartition) -> tuple[RecordOutcome, ...]:
         cut = bisect.bisect_left(part.positions, count)
         actor = parse_actor(record["actor"], policy=part.policy, source=task.name)
         at = parse_ts(record["at"])
-        resolution = resolve(part.events[:cut], actor, at, part.policy, head=task.heard_head,
-                             tree=task.heard_tree)
+        resolution = resolve_partition(part.events[:cut], actor, at, part.policy,
+                                       head=task.heard_head, tree=task.heard_tree)
         replayed = {**resolution.to_dict(), "engine": __version__, "events": task.heard}
         result = ReplayResult(
             events=count,

@@ -18,6 +18,7 @@ from sqlite_utils import Database
 
 from gamma.core.errors import StoreError
 from gamma.core.merkle import CompactRange
+from gamma.storage.seal import SEAL, seal_rows
 from gamma.storage.tree import tree_rows
 
 __all__ = [
@@ -46,7 +47,7 @@ def from_micros(value: int) -> datetime:
 
 _V1_TABLES = ("events", "store_meta", "schema_version")
 TABLES = (*_V1_TABLES, "tree")
-"""Every table of the store; each refuses UPDATE and DELETE."""
+"""Every table of the store; each refuses UPDATE, DELETE and (from schema 3) REPLACE."""
 
 
 @attrs.frozen
@@ -128,9 +129,45 @@ def _v2_tree(db: Database) -> None:
         db.table("tree").insert_all(iter([["position", "hashes"], *rows]), batch_size=500)
 
 
+#: For each table, what makes a row "the same" as a stored one: INSERT OR REPLACE would delete
+#: that row first, and SQLite fires no DELETE trigger for it (unless a connection turns
+#: recursive_triggers on), so a BEFORE INSERT trigger refuses an existing key instead.
+#: Each test is its own EXISTS so that it uses its index.
+_KEYS = {
+    "events": (
+        "EXISTS (SELECT 1 FROM events WHERE position = NEW.position)",
+        "EXISTS (SELECT 1 FROM events WHERE id = NEW.id)",
+        "(NEW.type = 'assert' AND EXISTS (SELECT 1 FROM events WHERE type = 'assert' AND fact = NEW.fact))",
+        "(NEW.type = 'experience' AND EXISTS"
+        " (SELECT 1 FROM events WHERE type = 'experience' AND experience = NEW.experience))",
+    ),
+    "store_meta": (
+        "EXISTS (SELECT 1 FROM store_meta WHERE name = NEW.name)",
+        "EXISTS (SELECT 1 FROM store_meta WHERE rowid = NEW.rowid)",
+    ),
+    "schema_version": ("EXISTS (SELECT 1 FROM schema_version WHERE version = NEW.version)",),
+    "tree": ("EXISTS (SELECT 1 FROM tree WHERE position = NEW.position)",),
+}
+
+
+def _v3_no_replace(db: Database) -> None:
+    """Refuse INSERT OR REPLACE on every table, and seal the recorded policy (gamma.storage.seal)."""
+    for table in TABLES:
+        db.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {table}_no_replace BEFORE INSERT ON {table} "
+            f"WHEN {' OR '.join(_KEYS[table])} "
+            f"BEGIN SELECT RAISE(ABORT, 'gamma store is append-only: a row of {table} with this key"
+            " exists (INSERT OR REPLACE refused)'); END"
+        )
+    meta = {str(name): str(value) for name, value in db.execute("SELECT name, value FROM store_meta")}
+    if meta and SEAL not in meta:  # a store being created gets its seal from Store.init
+        db.table("store_meta").insert({"name": SEAL, "value": seal_rows(meta, None)[SEAL]})
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "create events, metadata and triggers", _v1_create),
     Migration(2, "Merkle tree of the log", _v2_tree),
+    Migration(3, "refuse INSERT OR REPLACE; seal the recorded policy", _v3_no_replace),
 )
 """The schema history, oldest first; versions are consecutive from 1."""
 

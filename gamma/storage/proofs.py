@@ -50,7 +50,7 @@ def _opened(
     if not Path(log).exists():
         raise InputError("no such file", source=str(log))
     if is_store(log):
-        with Store.open(log) as store:
+        with Store.open(log, read_only=True) as store:
             def index(event_id: str) -> int | None:
                 position = store.position_of(event_id)
                 return None if position is None else position - 1
@@ -169,7 +169,7 @@ def recomputed_heads(
     if not Path(log).exists():
         raise InputError("no such file", source=str(log))
     if is_store(log):
-        with Store.open(log) as store:
+        with Store.open(log, read_only=True) as store:
             lines = list(store.export())
     else:
         lines = [canonical_event(e) for e in load_events(log, policy=policy or DEFAULT_POLICY)]

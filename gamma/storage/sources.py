@@ -32,7 +32,7 @@ def open_log(path: str | Path, *, policy: Policy | None = None) -> LoadedLog:
     if not Path(path).exists():
         raise InputError("no such file", source=str(path))
     if is_store(path):
-        with Store.open(path) as store:
+        with Store.open(path, read_only=True) as store:
             events, store_policy = store.events(), store.policy
         if policy is not None and policy != store_policy:
             # the store validated its events against its own policy, not this one
@@ -58,11 +58,17 @@ def verify_path(
     key: bytes | None = None,
     expect_head: str | None = None,
     expect_prefix: str | None = None,
+    expect_policy: str | None = None,
 ) -> VerifyReport:
-    """Verify a store or a JSONL file, told apart by the SQLite header."""
+    """Verify a store or a JSONL file, told apart by the SQLite header (``expect_policy``, the
+    digest of the policy a store must have recorded, applies to stores only)."""
     if not Path(path).is_file():
         raise InputError("no such file", source=str(path))
     if not is_store(path):
+        if expect_policy is not None:
+            raise InputError("a JSONL log records no policy: --expect-policy is for stores",
+                             field="expect_policy")
         return verify_file(path, key=key, expect_head=expect_head, expect_prefix=expect_prefix)
-    with Store.open(path) as store:
-        return store.verify(key=key, expect_head=expect_head, expect_prefix=expect_prefix)
+    with Store.open(path, read_only=True) as store:  # verify changes no byte of the evidence
+        return store.verify(key=key, expect_head=expect_head, expect_prefix=expect_prefix,
+                            expect_policy=expect_policy)

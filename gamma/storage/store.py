@@ -40,10 +40,13 @@ from gamma.core.events import (
     validate_log,
 )
 from gamma.core.model import EVENT_TYPES, Event, Experience
+from gamma.core.parsed import ParsedLog
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.storage.migrations import LATEST, current_version, from_micros, migrate, ts_micros
+from gamma.storage.readonly import read_only_connection
+from gamma.storage.seal import KEYED_SEAL, seal_problem, seal_rows
 from gamma.storage.tree import StoredTree, TreeHead, tree_rows
-from gamma.storage.verify import ChainRow, SqlRowLookup, VerifyReport, check_rows
+from gamma.storage.verify import ChainRow, SqlRowLookup, VerifyReport, check_head, check_rows
 
 __all__ = ["check_stored", "BUSY_TIMEOUT", "MIN_KEY_BYTES", "SQLITE_HEADER", "AppendResult", "Store", "check_key", "is_store"]
 
@@ -144,10 +147,11 @@ class _SqlIndex:
 class Store:
     """An open store; use ``Store.init`` or ``Store.open`` (both context managers)."""
 
-    def __init__(self, db: Database, path: Path, *, key: bytes | None) -> None:
+    def __init__(self, db: Database, path: Path, *, key: bytes | None, read_only: bool = False) -> None:
         self._db = db
         self.path = path
         self._key = key
+        self.read_only = read_only
         self._closed = False
         try:
             rows = db.execute("SELECT name, value FROM store_meta").fetchall()
@@ -187,6 +191,7 @@ class Store:
         }
         if key is not None:
             meta["key_check"] = _key_check(key)
+        meta.update(seal_rows(meta, key))
 
         def create(db: Database) -> None:
             db.enable_wal()
@@ -201,9 +206,19 @@ class Store:
 
     @classmethod
     def open(
-        cls, path: str | Path, *, key: bytes | None = None, busy_timeout: float | None = None
+        cls,
+        path: str | Path,
+        *,
+        key: bytes | None = None,
+        busy_timeout: float | None = None,
+        read_only: bool = False,
     ) -> Store:
-        """Open an existing store, applying pending schema migrations."""
+        """Open an existing store, applying pending schema migrations.
+
+        ``read_only`` is for reading commands (SPEC §9.6): the file is opened with SQLite's
+        ``mode=ro`` (``immutable=1`` on read-only media when no WAL is beside it), nothing is
+        migrated or checkpointed, and the store file and its WAL keep their bytes.
+        """
         path = Path(path)
         key = check_key(key) if key is not None else None
         if not path.is_file():
@@ -215,30 +230,41 @@ class Store:
             version = current_version(db)
             if version == 0:
                 raise StoreError(f"{path}: not a gamma store (no schema)")
+            if read_only:
+                if version > LATEST:
+                    raise StoreError(f"{path}: store schema version {version} is newer than this"
+                                     f" gamma knows ({LATEST}): upgrade gamma")
+                return  # an older schema is read as it is; the next writer migrates it
             if version != LATEST:
                 with _write(db, path):
                     migrate(db)
             if db.journal_mode != "wal":
                 db.enable_wal()
 
-        return cls._start(path, key, busy_timeout, upgrade)
+        return cls._start(path, key, busy_timeout, upgrade, read_only=read_only)
 
     @classmethod
     def _start(
-        cls, path: Path, key: bytes | None, timeout: float | None, setup: Callable[[Database], None]
+        cls,
+        path: Path,
+        key: bytes | None,
+        timeout: float | None,
+        setup: Callable[[Database], None],
+        *,
+        read_only: bool = False,
     ) -> Store:
         """Connect (WAL, synchronous=FULL, busy timeout), run ``setup``, close on any failure."""
         db: Database | None = None
         try:
-            conn = sqlite3.connect(
-                str(path),
-                timeout=BUSY_TIMEOUT if timeout is None else timeout,
-                isolation_level=None,
-            )
+            timeout = BUSY_TIMEOUT if timeout is None else timeout
+            if read_only:
+                conn = read_only_connection(path, timeout)
+            else:
+                conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
             db = Database(conn, recursive_triggers=False, execute_plugins=False)
             db.execute("PRAGMA synchronous=FULL")
             setup(db)
-            return cls(db, path, key=key)
+            return cls(db, path, key=key, read_only=read_only)
         except BaseException as exc:
             if db is not None:
                 db.close()
@@ -251,6 +277,9 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        if self.read_only:  # a reader never checkpoints: the file and its WAL keep their bytes
+            self._db.close()
+            return
         try:
             self._db.execute("PRAGMA busy_timeout = 200")
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -333,7 +362,8 @@ class Store:
         the position.
         """
         events, _ = self.read(since=since, until=until, index=index)
-        return tuple(events)
+        # read from the start and re-checked as a whole: a valid log (gamma.core.parsed)
+        return ParsedLog(events) if since == 0 and index is None else tuple(events)
 
     def read(
         self,
@@ -394,10 +424,15 @@ class Store:
         key: bytes | None = None,
         expect_head: str | None = None,
         expect_prefix: str | None = None,
+        expect_policy: str | None = None,
     ) -> VerifyReport:
-        """Check every row's links and hashes (and the keyed chain when a key is given)."""
+        """Check every row's links and hashes (and the keyed chain when a key is given), then the
+        sealed metadata (gamma.storage.seal): the policy's digest, its seal, its keyed seal
+        with a key, and with ``expect_policy`` the digest a resolution or record names."""
         key = check_key(key) if key is not None else self._key
+        policy = check_head(expect_policy, field="expect_policy")
         with self._snapshot():
+            meta = self._read_meta()
             rows = (
                 ChainRow(*row)
                 for row in self._query(f"SELECT {_SELECT} FROM events ORDER BY position")
@@ -410,6 +445,12 @@ class Store:
                 expect_head=expect_head,
                 expect_prefix=expect_prefix,
             )
+        sealed = seal_problem(meta, key)
+        if sealed is None and policy is not None and meta.get("policy_digest") != policy:
+            sealed = (f"the recorded policy is {meta.get('policy_digest')}, not the expected"
+                      f" {policy}: the store's policy was changed")
+        if report.ok and sealed is not None:
+            report = attrs.evolve(report, ok=False, kind="policy_changed", detail=sealed)
         if key is None and self.keyed:
             note = "the store says it is keyed; only a key you bring checks the keyed chain"
             report = attrs.evolve(report, note=note)
@@ -437,6 +478,8 @@ class Store:
         clock in tests. Errors name the first bad line of ``source``.
         """
         source = source or "<append>"
+        if self.read_only:
+            raise StoreError(f"{self.path}: the store was opened read-only")
         key = self._append_key()
         if now is not None and now.utcoffset() is None:
             raise InputError("now must carry a time zone", field="now")
@@ -454,6 +497,7 @@ class Store:
             pending = self._new_events(parsed, last_ts, clock, source)
             checked = [(line, event) for line, event, _ in pending]
             validate_log(checked, index=_SqlIndex(self._db, last_ts), source=source)
+            self._seal_keyed(key)
             rows: list[list[Any]] = []
             prev, keyed_prev = bytes.fromhex(head), bytes.fromhex(keyed_head)
             for _, event, canonical in pending:
@@ -468,6 +512,21 @@ class Store:
                 grown = tree_rows(compact, (canonical for _, _, canonical in pending))
                 self._db.table("tree").insert_all(iter([["position", "hashes"], *grown]), batch_size=500)
         return AppendResult(appended=len(rows), events=position, head=prev.hex())
+
+    def _read_meta(self) -> dict[str, str]:
+        rows = self._query("SELECT name, value FROM store_meta").fetchall()
+        return {str(name): str(value) for name, value in rows}
+
+    def _seal_keyed(self, key: bytes | None) -> None:
+        """A keyed store migrated from before the seal gets its keyed seal from the first keyed
+        append (the migration had no key); inside the append's write transaction."""
+        if key is None or KEYED_SEAL in self._meta:
+            return
+        meta = self._read_meta()
+        if KEYED_SEAL not in meta and seal_problem(meta, None) is None:
+            meta[KEYED_SEAL] = seal_rows(meta, key)[KEYED_SEAL]
+            self._db.table("store_meta").insert({"name": KEYED_SEAL, "value": meta[KEYED_SEAL]})
+        self._meta = meta
 
     def _append_key(self) -> bytes | None:
         """The key that extends the keyed chain; a wrong or missing key is refused up front."""

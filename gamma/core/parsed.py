@@ -1,0 +1,47 @@
+"""The mark of a log gamma's own reader validated as a whole.
+
+``parse_events``, ``load_events`` and a store's full read return a
+``ParsedLog``: a tuple that the resolver takes as it is. Any other sequence
+of events was built by hand (or cut from a log) and is validated first
+(``gamma.core.handbuilt``). The check is one ``isinstance``, so the parsed path
+pays nothing for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, SupportsIndex, overload
+
+from gamma.core.model import Event
+
+__all__ = ["ParsedLog", "tenant_part"]
+
+
+class ParsedLog(tuple[Event, ...]):
+    """Events that passed every rule of SPEC §2 together, in log order.
+
+    Constructing one is a promise that the events form a valid log: only the
+    reader and the store do, and code holding a valid log may (a tenant's
+    events of a valid log are one, since references never cross tenants). A
+    prefix of a valid log is valid, so ``log[:n]`` stays a ParsedLog; any other
+    slice is a plain tuple.
+    """
+
+    __slots__ = ()
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
+
+    def __getitem__(self, index: Any) -> Any:
+        got = super().__getitem__(index)
+        if isinstance(index, slice) and index.start in (None, 0) and index.step in (None, 1):
+            return ParsedLog(got)
+        return got
+
+
+def tenant_part(log: Iterable[Event], kept: Iterable[Event]) -> tuple[Event, ...]:
+    """One tenant's events taken in order from ``log``: a ParsedLog when ``log`` is one (every
+    reference stays within a tenant, so the part is a valid log), else a plain tuple."""
+    return ParsedLog(kept) if isinstance(log, ParsedLog) else tuple(kept)
