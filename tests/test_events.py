@@ -756,3 +756,19 @@ def test_canonical_text_is_byte_equal_to_compact_json(value: Any) -> None:
     except UnicodeEncodeError:  # a lone surrogate: never in decoded input
         return
     assert canonical_text(value) == expected
+
+
+def test_fast_path_takes_every_event_type() -> None:
+    """The fast path is no fast path if it defers a whole type (each line here is canonical)."""
+    lines = [
+        '{"actor":"w","fact":"F1","id":"e1","key":"k","tenant":"t","ts":"2026-03-01T09:00:00Z","type":"assert","value":1}',
+        '{"actor":"w","fact":"F1","id":"e2","tenant":"t","ts":"2026-03-01T09:00:01Z","type":"promote"}',
+        '{"actor":"w","fact":"F1","id":"e3","role":"r","tenant":"t","ts":"2026-03-01T09:00:02Z","type":"grant"}',
+        '{"actor":"w","id":"e4","key":"k","tenant":"t","to_actor":"a","ts":"2026-03-01T09:00:03Z","type":"revoke"}',
+        '{"actor":"w","content":"c","experience":"X1","id":"e5","tenant":"t","ts":"2026-03-01T09:00:04Z","type":"experience","uses":["F1"]}',
+        '{"actor":"w","fact":"F1","id":"e6","reason":"r","tenant":"t","ts":"2026-03-01T09:00:05Z","type":"retract"}',
+    ]
+    for line in lines:
+        fast = fast_line(line, Policy())
+        assert fast is not None, line
+        assert fast[1] == line

@@ -83,11 +83,13 @@ def cli(ctx: click.Context, quiet: bool) -> None:
     """
     if quiet and isinstance(ctx.obj, dict):
         ctx.obj[_QUIET] = True
-    _configure_logging()  # a command runs: it may log
+    if "structlog" in sys.modules:  # the command's module logs as it runs (review, mcp)
+        _configure_logging()
 
 
-#: The level main read, until structlog is configured (only once a command runs or a line is
-#: written: --version and --help never import it).
+#: The level main read, until structlog is configured: when a command that logs as it runs
+#: was imported, or when main writes the command's line (--version, --help and --quiet runs
+#: of the other commands never import structlog).
 _PENDING_LEVEL: list[int] = []
 
 

@@ -239,7 +239,7 @@ def fast_event(obj: Any, policy: Policy | None) -> Event | None:
         return None
     cls, checks, required = spec
     keys = obj.keys()
-    if not keys <= checks.keys() or not required <= keys:
+    if not keys - _TYPE <= checks.keys() or not required <= keys:
         return None
     try:
         fields = {name: checks[name](value) for name, value in obj.items() if name != "type"}
@@ -250,6 +250,7 @@ def fast_event(obj: Any, policy: Policy | None) -> Event | None:
     return cls(**fields)
 
 
+_TYPE = frozenset({"type"})
 _ASSERT_FIELDS = frozenset(_FIELDS["assert"][1]) | {"type"}
 _ASSERT_REQUIRED = _FIELDS["assert"][2]
 _STATUS = {name: name for name in STATUSES}
