@@ -19,11 +19,13 @@ times each, in one run:
 
 * ``gamma``: ``gamma -q resolve LOG --actor PROBE --at T --format context`` (read, validate,
   fold, render the prompt block), output to /dev/null;
+* ``gamma_py``: the same in one Python process (``load_events``, ``resolve``, ``render``),
+  which also prints its work's time without the imports (``in_process_work_s``);
 * ``memgine``: a process that reads the same file (``json.loads`` per line), ingests the
   probe actor's identity and every ``assert`` of the probe tenant as ``ingest_fact`` (its
   key, value, writer, authority, ``supersedes`` and ``depends_on``; scope ``global``, the
   only one of Memgine's scopes that is a place rather than a status) and builds the
-  context once for one query.
+  context once for one query; it prints the time of its imports, ingest and build_context.
 
 Memgine has no retract, promote, grant, revoke or tenants, so it is given less work than
 gamma does: the ratio favours it. Figures are each child's CPU and wall time and peak RSS
@@ -76,11 +78,14 @@ for name, attr in (("openai", "OpenAI"), ("anthropic", "Anthropic")):
             module = types.ModuleType(name)
             setattr(module, attr, type(attr, (), {}))
             sys.modules[name] = module
+import time
+started = time.perf_counter()
 from statebench.memgine.engine import MemgineEngine
 from statebench.schema.state import IdentityRole, Source
 
 AUTHORITIES = {"executive", "manager", "peer", "subordinate", "system", "unverified", "policy"}
 log, tenant, user, query = sys.argv[1:5]
+imported = time.perf_counter()
 engine = MemgineEngine()
 engine.ingest_identity(IdentityRole(user_name=user, authority="peer"))
 with open(log, "rb") as handle:
@@ -100,26 +105,61 @@ with open(log, "rb") as handle:
             ts=ts, supersedes=supersedes[0] if supersedes else None,
             depends_on=list(event.get("depends_on", ())),
         )
+ingested = time.perf_counter()
 context = engine.build_context(query)
-print(len(str(context)))
+done = time.perf_counter()
+print(json.dumps({"import_s": imported - started, "ingest_s": ingested - imported,
+                  "build_context_s": done - ingested, "work_s": done - imported,
+                  "context_chars": len(str(context))}))
+"""
+
+# The same work inside one gamma process, timed without the imports.
+_GAMMA = r"""
+import json, sys, time
+started = time.perf_counter()
+import gamma
+from gamma.core.events import load_events
+log, actor, at = sys.argv[1:4]
+imported = time.perf_counter()
+events = load_events(log)
+resolution = gamma.resolve(events, json.loads(open(actor).read()), at)
+context = resolution.render("context")
+done = time.perf_counter()
+print(json.dumps({"import_s": imported - started, "work_s": done - imported,
+                  "context_chars": len(context)}))
 """
 
 
 def _child(argv: list[str], env: dict[str, str]) -> dict[str, float]:
     """One process run to its end: its CPU, wall time and peak RSS from its own rusage."""
     start = time.perf_counter()
-    with open(os.devnull, "wb") as sink:
+    with tempfile.TemporaryFile() as sink:
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.PIPE, env=env)
         assert proc.stderr is not None
         err = proc.stderr.read()
         _, status, usage = os.wait4(proc.pid, 0)
+        sink.seek(0)
+        printed = sink.read()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{argv[:3]} failed: {err.decode()[-800:]}")
     return {
         "wall_s": round(time.perf_counter() - start, 4),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        **_inside(printed),
     }
+
+
+def _inside(printed: bytes) -> dict[str, float]:
+    """The in-process timings a timed child printed as its last line (none for the CLI)."""
+    lines = printed.decode("utf-8", "replace").strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {f"in_process_{k}": round(v, 4) for k, v in found.items() if isinstance(v, float)}
 
 
 def _tiktoken_cache(directory: Path) -> Path:
@@ -163,16 +203,19 @@ def main(argv: list[str] | None = None) -> int:
         memgine_argv = [sys.executable, "-c", _MEMGINE, str(log), synth.PROBE_ACTOR["tenant"],
                         synth.PROBE_ACTOR["id"], QUERY]  # fmt: skip
         load_start = os.getloadavg()
-        runs: dict[str, list[dict[str, float]]] = {"gamma": [], "memgine": []}
+        gamma_py_argv = [sys.executable, "-c", _GAMMA, str(log), str(actor), at]
+        runs: dict[str, list[dict[str, float]]] = {"gamma": [], "memgine": [], "gamma_py": []}
         for _ in range(args.repeat):
             runs["memgine"].append(_child(memgine_argv, env))
             runs["gamma"].append(_child(gamma_argv, env))
+            runs["gamma_py"].append(_child(gamma_py_argv, env))
         ingested = sum(
             1
             for line in log.read_text().splitlines()
             if '"type":"assert"' in line and f'"tenant":"{synth.PROBE_ACTOR["tenant"]}"' in line
         )
     gamma, memgine = _median(runs["gamma"]), _median(runs["memgine"])
+    gamma_py = _median(runs["gamma_py"])
     report = {
         "benchmark": "gamma resolve --format context vs Memgine ingest + build_context",
         "events": args.events,
@@ -181,8 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         "statistic": f"median of {args.repeat} alternated whole-process runs",
         "gamma": gamma,
         "memgine": memgine,
+        "gamma_in_python": gamma_py,
         "speedup_cpu": round(memgine["cpu_s"] / gamma["cpu_s"], 2),
         "speedup_wall": round(memgine["wall_s"] / gamma["wall_s"], 2),
+        "speedup_in_process_work": round(
+            memgine["in_process_work_s"] / gamma_py["in_process_work_s"], 2
+        ),
         "loadavg": {"start": load_start, "end": os.getloadavg()},
         "python": sys.version.split()[0],
     }
