@@ -220,10 +220,10 @@ def whole_processes(
     out: dict[str, Any] = {"sizes": []}
     for n in sizes:
         log = workdir / f"synth-{n}-{seed}.jsonl"
-        if not log.exists():
-            with open(log, "w", encoding="utf-8") as handle:
-                for line in synth.lines(n, seed):
-                    handle.write(line + "\n")
+        if not log.exists():  # in a child: a parent that grew would inflate every child's
+            # ru_maxrss (a forked child starts at its parent's size)
+            subprocess.run([sys.executable, str(HERE / "synth.py"), "--events", str(n),
+                            "--seed", str(seed), "--out", str(log)], check=True)  # fmt: skip
         at = synth.probe_time(n).strftime("%Y-%m-%dT%H:%M:%SZ")
         resolve_argv = [gamma_exe, "-q", "resolve", "--actor", str(actor_file), "--at", at,
                         "--format", "json"]  # fmt: skip
