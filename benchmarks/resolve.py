@@ -19,6 +19,15 @@ with the garbage collector left on as in normal use. ``median`` (wall clock,
 too, and the load average before and after each size. Peak RSS is ``getrusage(RUSAGE_SELF).ru_maxrss``
 of the per-size process, read after each phase.
 
+Then, in the parent process and in the same run (``--whole-sizes``, default 100k and 1M;
+``--whole 0`` skips it), whole processes on the same log file written by ``synth.py``,
+alternated run by run: ``gamma -q resolve LOG --format json`` (output to /dev/null) against a
+process that only reads the file and keeps ``json.loads`` of each line, with each child's
+CPU time, wall time and peak RSS (``os.wait4``); bytes of peak RSS per event; the same
+resolution from a store holding the same log (``--store-sizes``, default 100k); and the
+start: ``import gamma`` by ``python -X importtime`` (cumulative µs) and ``gamma --version``.
+``goals`` compares the figures with issue 12's.
+
 Usage::
 
     python benchmarks/resolve.py                      # 10k, 100k, 1M events
@@ -40,6 +49,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -164,6 +174,164 @@ def run_size(n: int, seed: int, repeat: int, budget: float) -> dict[str, Any]:
     return out
 
 
+_JSON_ONLY = (
+    "import json, sys\n"
+    "loads = json.loads\n"
+    "with open(sys.argv[1], 'rb') as f:\n"
+    "    data = f.read().decode('utf-8')\n"
+    "kept = [loads(line) for line in data.split('\\n') if line]\n"
+)
+
+
+def _child(argv: list[str]) -> dict[str, float]:
+    """Run one process to its end; its CPU, wall time and peak RSS from its own rusage."""
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:3]} exited {proc.returncode}: {err.decode()[-500:]}")
+    return {
+        "wall_s": round(time.perf_counter() - start, 4),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: round(statistics.median(r[key] for r in runs), 4) for key in runs[0]}
+
+
+def _gamma_exe() -> str:
+    found = Path(sys.executable).with_name("gamma")
+    return str(found) if found.exists() else "gamma"
+
+
+def whole_processes(
+    sizes: list[int], store_sizes: list[int], seed: int, repeat: int, workdir: Path
+) -> dict[str, Any]:
+    """Whole ``gamma resolve`` processes against ``json.loads``-only ones, alternated."""
+    gamma_exe = _gamma_exe()
+    actor_file = workdir / "actor.json"
+    actor_file.write_text(json.dumps(synth.PROBE_ACTOR), encoding="utf-8")
+    out: dict[str, Any] = {"sizes": []}
+    for n in sizes:
+        log = workdir / f"synth-{n}-{seed}.jsonl"
+        if not log.exists():  # in a child: a parent that grew would inflate every child's
+            # ru_maxrss (a forked child starts at its parent's size)
+            subprocess.run([sys.executable, str(HERE / "synth.py"), "--events", str(n),
+                            "--seed", str(seed), "--out", str(log)], check=True)  # fmt: skip
+        at = synth.probe_time(n).strftime("%Y-%m-%dT%H:%M:%SZ")
+        resolve_argv = [gamma_exe, "-q", "resolve", "--actor", str(actor_file), "--at", at,
+                        "--format", "json"]  # fmt: skip
+        print(f"[bench] whole process, {n} events ...", file=sys.stderr, flush=True)
+        row: dict[str, Any] = {"events": n, "loadavg_start": os.getloadavg()}
+        runs: dict[str, list[dict[str, float]]] = {"json_loads": [], "gamma_file": []}
+        with_store = n in store_sizes
+        if with_store:
+            store = workdir / f"synth-{n}-{seed}.db"
+            if not store.exists():
+                subprocess.run([gamma_exe, "-q", "init", str(store)], check=True, capture_output=True)
+                subprocess.run([gamma_exe, "-q", "append", str(store), str(log)], check=True,
+                               capture_output=True)  # fmt: skip
+            runs["gamma_store"] = []
+        for _ in range(repeat):  # alternated, so load drifts hit every kind alike
+            runs["json_loads"].append(_child([sys.executable, "-c", _JSON_ONLY, str(log)]))
+            runs["gamma_file"].append(_child([*resolve_argv[:3], str(log), *resolve_argv[3:]]))
+            if with_store:
+                runs["gamma_store"].append(_child([*resolve_argv[:3], str(store), *resolve_argv[3:]]))
+        for name, kind_runs in runs.items():
+            row[name] = {**_median(kind_runs), "runs": kind_runs}
+        base = row["json_loads"]
+        row["ratio_cpu_gamma_over_json_loads"] = round(row["gamma_file"]["cpu_s"] / base["cpu_s"], 3)
+        row["ratio_wall_gamma_over_json_loads"] = round(
+            row["gamma_file"]["wall_s"] / base["wall_s"], 3
+        )
+        row["gamma_bytes_per_event"] = round(row["gamma_file"]["peak_rss_mib"] * 2**20 / n)
+        if with_store:
+            row["ratio_cpu_store_over_file"] = round(
+                row["gamma_store"]["cpu_s"] / row["gamma_file"]["cpu_s"], 3
+            )
+            row["ratio_wall_store_over_file"] = round(
+                row["gamma_store"]["wall_s"] / row["gamma_file"]["wall_s"], 3
+            )
+        row["loadavg_end"] = os.getloadavg()
+        out["sizes"].append(row)
+        print(
+            f"[bench] {n}: gamma {row['gamma_file']['cpu_s']} s CPU, json.loads"
+            f" {base['cpu_s']} s, ratio {row['ratio_cpu_gamma_over_json_loads']},"
+            f" peak {row['gamma_file']['peak_rss_mib']} MiB",
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
+    out["start"] = start_times(gamma_exe, repeat=max(repeat, 5))
+    return out
+
+
+def start_times(gamma_exe: str, repeat: int) -> dict[str, Any]:
+    """``import gamma`` (importtime's cumulative figure) and ``gamma --version`` (a process)."""
+    imports = []
+    for _ in range(repeat):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import gamma"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        last = [line for line in done.stderr.splitlines() if line.rstrip().endswith("| gamma")]
+        imports.append(int(last[-1].split("|")[1]))
+    version = [_child([gamma_exe, "--version"]) for _ in range(repeat)]
+    bare = [_child([sys.executable, "-c", "pass"]) for _ in range(repeat)]
+    return {
+        "import_gamma_ms": round(statistics.median(imports) / 1000, 2),
+        "import_gamma_all_ms": [round(us / 1000, 2) for us in imports],
+        "gamma_version": _median(version),
+        "python_c_pass": _median(bare),
+    }
+
+
+GOALS = {
+    "whole process at 1M: gamma / json.loads (CPU) <= 2": ("whole", 1_000_000, 2.0),
+    "parse+validate / json.loads (in process) <= 1.5": ("parse", None, 1.5),
+    "gamma / parse (in process) <= 1": ("gamma", None, 1.0),
+    "growth exponent 10k -> 1M <= 1.05": ("exponent", None, 1.05),
+    "import gamma <= 60 ms": ("import", None, 60.0),
+    "store / file (whole process CPU) <= 1.2": ("store", None, 1.2),
+    "peak RSS at 1M < 1536 MiB": ("rss", 1_000_000, 1536.0),
+}
+
+
+def goals(report: dict[str, Any]) -> dict[str, Any]:
+    """Each goal of issue 12 with the figure this run measured (None: not measured)."""
+    sizes = {r["events"]: r for r in report["sizes"]}
+    whole = {r["events"]: r for r in report.get("whole", {}).get("sizes", [])}
+    largest = sizes[max(sizes)] if sizes else None
+    found: dict[str, Any] = {}
+    for name, (kind, n, limit) in GOALS.items():
+        value: float | None = None
+        if kind == "whole" and n in whole:
+            value = whole[n]["ratio_cpu_gamma_over_json_loads"]
+        elif kind == "parse" and largest:
+            value = largest["ratio_parse_over_json_loads"]
+        elif kind == "gamma" and largest:
+            value = largest["ratio_gamma_over_parse"]
+        elif kind == "exponent" and len(sizes) > 1:
+            small, large = min(sizes), max(sizes)
+            t0 = sizes[small]["parse"]["median_s"] + sizes[small]["gamma"]["median_s"]
+            t1 = sizes[large]["parse"]["median_s"] + sizes[large]["gamma"]["median_s"]
+            value = round(math.log(t1 / t0) / math.log(large / small), 3)
+        elif kind == "import" and "whole" in report:
+            value = report["whole"]["start"]["import_gamma_ms"]
+        elif kind == "store":
+            stored = [r for r in whole.values() if "ratio_cpu_store_over_file" in r]
+            value = stored[-1]["ratio_cpu_store_over_file"] if stored else None
+        elif kind == "rss" and n in whole:
+            value = whole[n]["gamma_file"]["peak_rss_mib"]
+        met = None if value is None else (value < limit if kind == "rss" else value <= limit)
+        found[name] = {"measured": value, "met": met}
+    return found
+
+
 def _git_commit() -> dict[str, Any]:
     def git(*args: str) -> str | None:
         try:
@@ -265,6 +433,18 @@ def main(argv: list[str] | None = None) -> int:
         help="collect garbage as the gamma command does (gc.set_threshold(100_000, 50, 100))"
         " instead of with Python's defaults, as a library caller gets",
     )
+    parser.add_argument(
+        "--whole-sizes",
+        default="100000,1000000",
+        help="sizes measured as whole processes against a json.loads-only process ('' skips)",
+    )
+    parser.add_argument(
+        "--store-sizes", default="100000", help="whole-process sizes also resolved from a store"
+    )
+    parser.add_argument("--whole-repeat", type=int, default=3, help="runs per whole process")
+    parser.add_argument(
+        "--workdir", default=None, help="where the logs and stores are kept (default a temp dir)"
+    )
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -324,6 +504,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     if len(report["sizes"]) > 1:
         report["growth"] = _growth(report["sizes"])
+    whole_sizes = [int(x.replace("_", "")) for x in args.whole_sizes.split(",") if x.strip()]
+    if whole_sizes:
+        store_sizes = [int(x.replace("_", "")) for x in args.store_sizes.split(",") if x.strip()]
+        with tempfile.TemporaryDirectory() as scratch:
+            workdir = Path(args.workdir or scratch)
+            workdir.mkdir(parents=True, exist_ok=True)
+            report["whole"] = whole_processes(
+                whole_sizes, store_sizes, args.seed, args.whole_repeat, workdir
+            )
+    report["goals"] = goals(report)
     text = json.dumps(report, indent=2) + "\n"
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

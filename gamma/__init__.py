@@ -9,53 +9,125 @@ fact is withheld.
 
 from __future__ import annotations
 
-from gamma.core.decisions import (
-    REASON_CODES,
-    Admitted,
-    Excluded,
-    ExperienceVerdict,
-    Ignored,
-    Reason,
-    UsedReason,
-)
-from gamma.core.errors import (
-    ActorError,
-    CycleError,
-    DuplicateIdError,
-    GammaError,
-    InputError,
-    IntegrityError,
-    JSONSyntaxError,
-    MissingFieldError,
-    PolicyError,
-    StoreBusyError,
-    StoreError,
-    TimestampOrderError,
-    UnknownFieldError,
-    UnknownReferenceError,
-    ValueTypeError,
-)
-from gamma.core.events import dump_events, load_events, parse_actor, parse_events
-from gamma.core.model import (
-    Actor,
-    Assert,
-    Event,
-    Experience,
-    Grant,
-    Promote,
-    Retract,
-    Revoke,
-    Visibility,
-)
-from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
-from gamma.core.resolution import Resolution
-from gamma.core.resolver import resolve
-from gamma.core.version import __version__
-from gamma.scoring.findings import Validation, Violation
-from gamma.scoring.metrics import Rate, Score
+from typing import TYPE_CHECKING
 
-# The store pulls in sqlite-utils; load it only when asked for.
+from gamma.core.version import __version__
+
+if TYPE_CHECKING:  # the names as type checkers see them
+    from gamma.api import explain, score, validate
+    from gamma.audit.explain import Explanation
+    from gamma.audit.replay import (
+        AuditDiff,
+        ReplayResult,
+        audit_record,
+        diff_records,
+        read_audit,
+        replay,
+        write_audit,
+    )
+    from gamma.core.decisions import (
+        REASON_CODES,
+        Admitted,
+        Excluded,
+        ExperienceVerdict,
+        Ignored,
+        Reason,
+        UsedReason,
+    )
+    from gamma.core.errors import (
+        ActorError,
+        CycleError,
+        DuplicateIdError,
+        GammaError,
+        InputError,
+        IntegrityError,
+        JSONSyntaxError,
+        MissingFieldError,
+        PolicyError,
+        StoreBusyError,
+        StoreError,
+        TimestampOrderError,
+        UnknownFieldError,
+        UnknownReferenceError,
+        ValueTypeError,
+    )
+    from gamma.core.events import dump_events, load_events, parse_actor, parse_events
+    from gamma.core.model import (
+        Actor,
+        Assert,
+        Event,
+        Experience,
+        Grant,
+        Promote,
+        Retract,
+        Revoke,
+        Visibility,
+    )
+    from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
+    from gamma.core.resolution import Resolution
+    from gamma.core.resolver import resolve
+    from gamma.scoring.findings import Validation, Violation
+    from gamma.scoring.metrics import Rate, Score
+    from gamma.storage.engine import Engine
+    from gamma.storage.proofs import (
+        prove_consistency,
+        prove_inclusion,
+        tree_head,
+        verify_consistency,
+        verify_inclusion,
+    )
+    from gamma.storage.sources import verify_path
+    from gamma.storage.store import AppendResult, Store
+    from gamma.storage.verify import VerifyReport, verify_file
+
+# Every public name is loaded on first use: `import gamma` costs next to nothing, and a
+# command (or `gamma --version`) imports only the modules it needs.
 _LAZY = {
+    "REASON_CODES": "gamma.core.decisions",
+    "Admitted": "gamma.core.decisions",
+    "Excluded": "gamma.core.decisions",
+    "ExperienceVerdict": "gamma.core.decisions",
+    "Ignored": "gamma.core.decisions",
+    "Reason": "gamma.core.decisions",
+    "UsedReason": "gamma.core.decisions",
+    "ActorError": "gamma.core.errors",
+    "CycleError": "gamma.core.errors",
+    "DuplicateIdError": "gamma.core.errors",
+    "GammaError": "gamma.core.errors",
+    "InputError": "gamma.core.errors",
+    "IntegrityError": "gamma.core.errors",
+    "JSONSyntaxError": "gamma.core.errors",
+    "MissingFieldError": "gamma.core.errors",
+    "PolicyError": "gamma.core.errors",
+    "StoreBusyError": "gamma.core.errors",
+    "StoreError": "gamma.core.errors",
+    "TimestampOrderError": "gamma.core.errors",
+    "UnknownFieldError": "gamma.core.errors",
+    "UnknownReferenceError": "gamma.core.errors",
+    "ValueTypeError": "gamma.core.errors",
+    "dump_events": "gamma.core.events",
+    "load_events": "gamma.core.events",
+    "parse_actor": "gamma.core.events",
+    "parse_events": "gamma.core.events",
+    "Actor": "gamma.core.model",
+    "Assert": "gamma.core.model",
+    "Event": "gamma.core.model",
+    "Experience": "gamma.core.model",
+    "Grant": "gamma.core.model",
+    "Promote": "gamma.core.model",
+    "Retract": "gamma.core.model",
+    "Revoke": "gamma.core.model",
+    "Visibility": "gamma.core.model",
+    "DEFAULT_POLICY": "gamma.core.policy",
+    "Policy": "gamma.core.policy",
+    "load_policy": "gamma.core.policy",
+    "parse_policy": "gamma.core.policy",
+    "Resolution": "gamma.core.resolution",
+    "resolve": "gamma.core.resolver",
+    "Validation": "gamma.scoring.findings",
+    "Violation": "gamma.scoring.findings",
+    "Rate": "gamma.scoring.metrics",
+    "Score": "gamma.scoring.metrics",
     "validate": "gamma.api",
     "score": "gamma.api",
     "explain": "gamma.api",
@@ -83,9 +155,11 @@ _LAZY = {
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        import importlib  # lazy by design: the store and audit modules load sqlite-utils
+        import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # the next look-up is a plain attribute
+        return value
     raise AttributeError(f"module 'gamma' has no attribute {name!r}")
 
 

@@ -629,3 +629,146 @@ class TestHostileInput:
         with pytest.raises(ActorError) as info:
             parse_actor({"id": "alice", "tenant": "acme", "roles": ["hr", "sales\x00"]})
         assert info.value.field == "roles[1]"
+
+
+# -- the fast path (gamma/core/fastpath.py) is the strict path, sooner -------------------
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from strategies import jsonl, logs, malformed_logs, written_jsonl  # noqa: E402
+
+from gamma.core import events as events_module  # noqa: E402
+from gamma.core.canonical import canonical_text, compact_json  # noqa: E402
+from gamma.core.events import canonical_event, parse_events  # noqa: E402
+from gamma.core.fastpath import fast_line  # noqa: E402
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A decoded object kept as its written pairs (duplicates included)."""
+
+
+class _Raw(str):
+    """A number or constant kept as written."""
+
+
+def _compact(row: str) -> str:
+    """``row`` with the whitespace between tokens taken out, everything else kept as written
+    (key order, duplicate keys, floats, NaN, long integers), so the fast path sees it."""
+    try:
+        value = json.loads(
+            row, object_pairs_hook=_Pairs, parse_float=_Raw, parse_int=_Raw, parse_constant=_Raw
+        )
+    except ValueError:
+        return row
+
+    def dump(item: Any) -> str:
+        if isinstance(item, _Pairs):
+            return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{dump(v)}" for k, v in item) + "}"
+        if isinstance(item, list):
+            return "[" + ",".join(dump(v) for v in item) + "]"
+        if isinstance(item, _Raw):
+            return str(item)
+        return json.dumps(item, ensure_ascii=False)
+
+    return dump(value)
+
+
+def _outcome(lines: list[str], policy: Policy, *, strict: bool, monkeypatch: Any) -> Any:
+    """The events and canonical texts parsed, or the error's type, line, field and message."""
+    with monkeypatch.context() as patch:
+        if strict:  # the strict path alone: the fast one never accepts
+            patch.setattr(events_module, "fast_line", lambda line, policy: None)
+            patch.setattr(events_module, "fast_event", lambda obj, policy: None)
+        try:
+            parsed = parse_events(lines, policy=policy, source="t.jsonl")
+        except InputError as exc:
+            return (type(exc), exc.line, exc.field, str(exc))
+    return [(event, canonical_event(event)) for event in parsed]
+
+
+_MANY = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@_MANY
+@given(data=st.data())
+def test_fast_path_gives_the_strict_paths_events_and_canonical_text(data: Any, monkeypatch: Any) -> None:
+    log_ = data.draw(logs(max_size=12), label="log")
+    compact = [_compact(row) for row in jsonl(log_.lines).split("\n")]  # mostly the fast path
+    text = data.draw(st.sampled_from(("\n".join(compact), data.draw(written_jsonl(log_)))))
+    lines = text.split("\n")
+    fast = _outcome(lines, log_.policy, strict=False, monkeypatch=monkeypatch)
+    assert fast == _outcome(lines, log_.policy, strict=True, monkeypatch=monkeypatch)
+    assert not isinstance(fast, tuple), fast  # a valid log parses
+    assert [canonical for _, canonical in fast] == [
+        compact_json(json.loads(canonical)) for _, canonical in fast
+    ]
+
+
+def test_fast_path_takes_a_compact_log_with_utc_timestamps() -> None:
+    lines = [_compact(json.dumps(e)) for e in stamp(GOOD)]
+    assert all(fast_line(line, Policy()) is not None for line in lines)
+    assert [canonical_event(e) for e in parse_lines(lines)] == [
+        compact_json(json.loads(line)) for line in lines
+    ]
+
+
+@_MANY
+@given(malformed=malformed_logs(), compact=st.booleans())
+def test_fast_path_gives_the_strict_paths_errors(malformed: Any, compact: bool, monkeypatch: Any) -> None:
+    lines = [_compact(row) if compact else row for row in malformed.rows]
+    fast = _outcome(lines, malformed.policy, strict=False, monkeypatch=monkeypatch)
+    assert fast == _outcome(lines, malformed.policy, strict=True, monkeypatch=monkeypatch)
+
+
+def test_fast_path_defers_what_it_is_not_sure_of() -> None:
+    base = '{"id":"e1","ts":"2026-03-01T09:00:00Z","actor":"w","tenant":"t","type":"assert","fact":"F1","key":"k","value":%s}'
+    assert fast_line(base % '"v"', Policy()) is not None
+    for value in ('1.5', 'NaN', '9007199254740992', '123456789012345678901234567890', '"\\ud800"'):
+        assert fast_line(base % value, Policy()) is None, value
+    # a key written twice, whitespace, a longer escape: the strict path decides
+    assert fast_line(base.replace('"key":"k"', '"key":"k","key":"k"') % '"v"', Policy()) is None
+    assert fast_line(base.replace('"key":"k"', '"key": "k"') % '"v"', Policy()) is None
+    assert fast_line(base % '"\\u0076"', Policy()) is None
+    # and the strict path names the field, as SPEC §2 says
+    with pytest.raises(JSONSyntaxError) as info:
+        parse_lines([base.replace('"key":"k"', '"key":"k","key":"k"') % '"v"'])
+    assert info.value.line == 1 and info.value.field == "key"
+    with pytest.raises(ValueTypeError) as info:
+        parse_lines([base % "9007199254740992"])
+    assert info.value.field == "value"
+
+
+def _json_values() -> st.SearchStrategy[Any]:
+    scalars = st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text()
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=12,
+    )
+
+
+@given(_json_values())
+def test_canonical_text_is_byte_equal_to_compact_json(value: Any) -> None:
+    try:
+        expected = compact_json(value)
+        expected.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: never in decoded input
+        return
+    assert canonical_text(value) == expected
+
+
+def test_fast_path_takes_every_event_type() -> None:
+    """The fast path is no fast path if it defers a whole type (each line here is canonical)."""
+    lines = [
+        '{"actor":"w","fact":"F1","id":"e1","key":"k","tenant":"t","ts":"2026-03-01T09:00:00Z","type":"assert","value":1}',
+        '{"actor":"w","fact":"F1","id":"e2","tenant":"t","ts":"2026-03-01T09:00:01Z","type":"promote"}',
+        '{"actor":"w","fact":"F1","id":"e3","role":"r","tenant":"t","ts":"2026-03-01T09:00:02Z","type":"grant"}',
+        '{"actor":"w","id":"e4","key":"k","tenant":"t","to_actor":"a","ts":"2026-03-01T09:00:03Z","type":"revoke"}',
+        '{"actor":"w","content":"c","experience":"X1","id":"e5","tenant":"t","ts":"2026-03-01T09:00:04Z","type":"experience","uses":["F1"]}',
+        '{"actor":"w","fact":"F1","id":"e6","reason":"r","tenant":"t","ts":"2026-03-01T09:00:05Z","type":"retract"}',
+    ]
+    for line in lines:
+        fast = fast_line(line, Policy())
+        assert fast is not None, line
+        assert fast[1] == line

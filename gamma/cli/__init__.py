@@ -84,6 +84,19 @@ def cli(ctx: click.Context, quiet: bool) -> None:
     """
     if quiet and isinstance(ctx.obj, dict):
         ctx.obj[_QUIET] = True
+    if "structlog" in sys.modules:  # the command's module logs as it runs (review, mcp)
+        _configure_logging()
+
+
+#: The level main read, until structlog is configured: when a command that logs as it runs
+#: was imported, or when main writes the command's line (--version, --help and --quiet runs
+#: of the other commands never import structlog).
+_PENDING_LEVEL: list[int] = []
+
+
+def _configure_logging() -> None:
+    if _PENDING_LEVEL:
+        configure(level=_PENDING_LEVEL.pop())
 
 
 _QUIET = "_quiet"  # a key of main's record that is not a log field
@@ -97,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         exc.show()
         sys.exit(2)
-    configure(level=min(level, logging.CRITICAL))
+    _PENDING_LEVEL[:] = [min(level, logging.CRITICAL)]
     # A command is one short process over many small acyclic objects: collecting
     # cycles every 700 allocations costs up to a third of a large resolve.
     gc.set_threshold(100_000, 50, 100)
@@ -110,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     if "command" not in record:  # a usage error before the command began
         words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
         record["command"] = words[0] if words else "gamma"
+    _configure_logging()
     emit(record, status=status, duration_ms=(time.perf_counter() - started) * 1000)
     sys.exit(status)
 

@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
-import structlog
 
 __all__ = ["LEVEL_ENV", "LEVELS", "OFF", "configure", "command", "emit", "level_from_env", "OUTCOMES"]
 
@@ -53,6 +52,8 @@ def level_from_env() -> int:
 
 def configure(*, json_lines: bool | None = None, level: int = logging.INFO) -> None:
     """Route structlog to stderr at ``level``; JSON unless stderr is a terminal."""
+    import structlog  # lazy: it pulls in asyncio and rich, which --version and --help never need
+
     if json_lines is None:
         json_lines = not sys.stderr.isatty()
     renderer: Any = (
@@ -75,6 +76,8 @@ def configure(*, json_lines: bool | None = None, level: int = logging.INFO) -> N
 def emit(record: dict[str, Any], *, status: int, duration_ms: float) -> None:
     """Write the one line of a finished command."""
     outcome, level = OUTCOMES.get(status, ("failed", "error"))
+    import structlog
+
     fields = {k: v for k, v in record.items() if k != "command"}
     log = structlog.get_logger("gamma")
     getattr(log, level)(

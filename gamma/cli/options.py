@@ -18,12 +18,14 @@ import click
 
 from gamma.core.canonical import parse_ts
 from gamma.core.errors import ActorError, InputError, PolicyError
-from gamma.core.events import decode_json, decode_lines, parse_actor, parse_events
+from gamma.core.events import decode_json, decode_lines, load_events, parse_actor, parse_events
 from gamma.core.model import Actor, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
 from gamma.data import POLICY_NAMES, policy_by_name
-from gamma.storage.sources import events_and_policy
-from gamma.storage.store import SQLITE_HEADER
+
+#: The first 16 bytes of every SQLite file (``store.SQLITE_HEADER``), here so that reading a
+#: JSONL log never imports the storage layer and sqlite-utils.
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 __all__ = [
     "NOW_ENV",
@@ -135,6 +137,10 @@ def read_text(value: str, what: str) -> tuple[str, str]:
 def read_log(log: str, policy: Policy | None) -> tuple[Sequence[Event], Policy]:
     """A LOG (a JSONL file, a store, or - for JSONL on stdin) and the policy to resolve it under."""
     if log != STDIN:
+        if _is_jsonl_file(log):  # the core reads it: no storage layer, no sqlite-utils loaded
+            return load_events(log, policy=policy or DEFAULT_POLICY), policy or DEFAULT_POLICY
+        from gamma.storage.sources import events_and_policy  # a store (or no such file)
+
         return events_and_policy(log, policy)
     raw = read_stdin("LOG")
     if raw.startswith(SQLITE_HEADER):
@@ -142,6 +148,16 @@ def read_log(log: str, policy: Policy | None) -> tuple[Sequence[Event], Policy]:
     chosen = policy or DEFAULT_POLICY
     lines = decode_lines(raw, source=STDIN_SOURCE)
     return parse_events(lines, policy=chosen, source=STDIN_SOURCE), chosen
+
+
+def _is_jsonl_file(path: str) -> bool:
+    """A readable, non-empty regular file that does not start with the SQLite header."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return False
+    return bool(head) and head != SQLITE_HEADER and Path(path).is_file()
 
 
 def read_actor(text: str, policy: Policy) -> Actor:

@@ -12,9 +12,11 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import orjson
+
 from gamma.core.errors import ValueTypeError
 
-__all__ = ["canonical_json", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
+__all__ = ["canonical_json", "canonical_text", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
 
 MAX_SAFE_INT = 2**53 - 1
 
@@ -35,6 +37,12 @@ def compact_json(obj: Any) -> str:
     float check, for objects already known to hold none (validated events, resolutions) and for
     machine output that may hold rates."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_text(obj: Any) -> str:
+    """``compact_json`` of JSON data known to hold no float (validated events, resolutions),
+    encoded in C: byte-equal to it (a property test checks it), several times faster."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode("utf-8")
 
 
 def _refuse_floats(obj: Any) -> None:

@@ -9,10 +9,12 @@ instead of re-reading its whole log.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -35,6 +37,7 @@ from gamma.core.errors import (
     UnknownReferenceError,
     ValueTypeError,
 )
+from gamma.core.fastpath import fast_event, fast_line
 from gamma.core.model import (
     EVENT_TYPES,
     Actor,
@@ -67,6 +70,11 @@ __all__ = [
 
 _SCOPE = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
 _ID_FIELDS = ("id", "actor", "tenant", "fact", "key", "experience", "role", "to_actor")
+#: Per event class, the fields of _ID_FIELDS it has, in that order (the order errors follow).
+_NAME_FIELDS: dict[type[Event], tuple[str, ...]] = {
+    cls: tuple(name for name in _ID_FIELDS if name in attrs.fields_dict(cls))
+    for cls in EVENT_TYPES.values()
+}
 
 
 # -- JSON --------------------------------------------------------------------------------
@@ -184,6 +192,16 @@ def event_from_json(
     if cls is None:
         known = ", ".join(sorted(EVENT_TYPES))
         raise fail(UnknownFieldError, f"unknown event type {kind!r} (known: {known})", "type")
+    event = fast_event(obj, policy)
+    if event is not None:
+        return event
+    event = _strict_event(obj, cls, fail)
+    _check_semantics(event, policy, fail)
+    return event
+
+
+def _strict_event(obj: dict[str, Any], cls: type[Event], fail: Any) -> Event:
+    """Structure through the converter: what the fast path is not sure of, with its errors."""
     body = {k: v for k, v in obj.items() if k != "type"}
     check_keys(body, cls, fail, prefix="")
     if isinstance(body.get("visibility"), dict):
@@ -195,13 +213,14 @@ def event_from_json(
         raise fail(ValueTypeError, message, field) from None
     except (TypeError, ValueError) as exc:
         raise fail(ValueTypeError, str(exc), None) from None
-    _check_semantics(event, policy, fail)
     return event
 
 
 def unsafe_character(text: str) -> str | None:
     """The first control, format (Cf: bidi, zero-width, tag) or unassigned-surrogate character
     of ``text``, as ``U+XXXX``, or None. Names (ids, keys, roles, actors, scopes) refuse them."""
+    if text.isprintable():  # printable excludes every category refused below
+        return None
     for char in text:
         if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             return f"U+{ord(char):04X}"
@@ -209,6 +228,8 @@ def unsafe_character(text: str) -> str | None:
 
 
 def _check_name(value: str, fail: Any, field: str) -> None:
+    if value and value.isprintable():  # the common case, decided without a call
+        return
     if not value:
         raise fail(ValueTypeError, "must be a non-empty string", field)
     bad = unsafe_character(value)
@@ -221,8 +242,8 @@ def _check_name(value: str, fail: Any, field: str) -> None:
 
 
 def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
-    for name in _ID_FIELDS:
-        value = getattr(event, name, None)
+    for name in _NAME_FIELDS[type(event)]:
+        value = getattr(event, name)
         if value is not None and isinstance(value, str):
             _check_name(value, fail, name)
     if isinstance(event, Assert) and event.scope is not None:
@@ -387,33 +408,6 @@ class MemoryIndex:
         self._last_ts = event.ts
 
 
-class _Overlay:
-    """A base LogIndex plus the events of a batch accepted so far."""
-
-    def __init__(self, base: LogIndex | None) -> None:
-        self.base = base
-        self.batch = MemoryIndex()
-
-    def has_event(self, event_id: str) -> bool:
-        return self.batch.has_event(event_id) or bool(self.base and self.base.has_event(event_id))
-
-    def fact_tenant(self, fact_id: str) -> str | None:
-        found = self.batch.fact_tenant(fact_id)
-        if found is None and self.base is not None:
-            found = self.base.fact_tenant(fact_id)
-        return found
-
-    def has_experience(self, experience_id: str) -> bool:
-        return self.batch.has_experience(experience_id) or bool(
-            self.base and self.base.has_experience(experience_id)
-        )
-
-    def last_ts(self) -> datetime | None:
-        if self.batch.last_ts() is not None:
-            return self.batch.last_ts()
-        return self.base.last_ts() if self.base is not None else None
-
-
 def validate_log(
     events: Iterable[tuple[int | None, Event]],
     *,
@@ -423,59 +417,89 @@ def validate_log(
     """Check uniqueness, references and ``ts`` order of ``(line, event)`` pairs.
 
     ``index`` holds what was accepted before this batch (a store); nothing is
-    added to it.
+    added to it. One pass, with the batch's ids, facts and experiences in local
+    sets and the index asked only about what the batch does not hold.
     """
-    pairs = list(events)
-    later = {e.fact: line for line, e in pairs if isinstance(e, Assert)}
-    known = _Overlay(index)
+    pairs = events if isinstance(events, list) else list(events)
+    ids: set[str] = set()
+    facts: dict[str, str] = {}  # fact -> tenant, of this batch
+    experiences: set[str] = set()
+    last = index.last_ts() if index is not None else None
+
+    def tenant_of(fact_id: str) -> str | None:
+        found = facts.get(fact_id)
+        if found is None and index is not None:
+            found = index.fact_tenant(fact_id)
+        return found
+
     for line, event in pairs:
-
-        def fail(
-            cls: type[InputError], message: str, field: str, line: int | None = line
-        ) -> InputError:
-            return cls(message, source=source, line=line, field=field)
-
-        if known.has_event(event.id):
-            raise fail(DuplicateIdError, f"event id {event.id!r} is already used", "id")
-        last = known.last_ts()
-        if last is not None and event.ts < last:
-            raise fail(TimestampOrderError, "ts goes backwards along the log", "ts")
-        if isinstance(event, Assert) and known.fact_tenant(event.fact) is not None:
-            raise fail(DuplicateIdError, f"fact id {event.fact!r} is already asserted", "fact")
-        if isinstance(event, Experience) and known.has_experience(event.experience):
-            raise fail(
-                DuplicateIdError, f"experience id {event.experience!r} is already used", "experience"
+        event_id = event.id
+        if event_id in ids or (index is not None and index.has_event(event_id)):
+            raise DuplicateIdError(
+                f"event id {event_id!r} is already used", source=source, line=line, field="id"
             )
-        for field, target in _references(event):
-            own = event.fact if isinstance(event, Assert) else None
-            if target == own:
-                raise fail(CycleError, f"fact {target!r} refers to itself", field)
-            tenant = known.fact_tenant(target)
-            if tenant is None:
-                where = later.get(target)
-                detail = (
-                    f"is asserted later (line {where})" if target in later else "is not asserted"
+        if last is not None and event.ts < last:
+            raise TimestampOrderError(
+                "ts goes backwards along the log", source=source, line=line, field="ts"
+            )
+        own: str | None = None
+        targets: tuple[tuple[str, tuple[str, ...] | None], ...]
+        if isinstance(event, Assert):
+            own = event.fact
+            if tenant_of(own) is not None:
+                raise DuplicateIdError(
+                    f"fact id {own!r} is already asserted", source=source, line=line, field="fact"
                 )
-                raise fail(UnknownReferenceError, f"fact {target!r} {detail}", field)
-            if tenant != event.tenant:
-                raise fail(
-                    UnknownReferenceError, f"fact {target!r} belongs to another tenant", field
+            targets = (("supersedes", event.supersedes), ("depends_on", event.depends_on))
+        elif isinstance(event, Experience):
+            experience = event.experience
+            if experience in experiences or (
+                index is not None and index.has_experience(experience)
+            ):
+                raise DuplicateIdError(
+                    f"experience id {experience!r} is already used",
+                    source=source, line=line, field="experience",
                 )
-        known.batch.add(event)
+            targets = (("uses", event.uses),)
+        else:
+            targets = () if event.fact is None else (("", (event.fact,)),)
+        tenant = event.tenant
+        for name, listed in targets:
+            for position, target in enumerate(listed or ()):
+                found = tenant_of(target)
+                if found == tenant and target != own:
+                    continue
+                field = f"{name}[{position}]" if name else "fact"
+                _refuse_reference(pairs, target, own, found, line, field, source)
+        ids.add(event_id)
+        if own is not None:
+            facts[own] = tenant
+        elif isinstance(event, Experience):
+            experiences.add(event.experience)
+        last = event.ts
 
 
-def _references(event: Event) -> Iterator[tuple[str, str]]:
-    if isinstance(event, Assert):
-        for name in ("supersedes", "depends_on"):
-            for index, target in enumerate(getattr(event, name) or ()):
-                yield f"{name}[{index}]", target
-    elif isinstance(event, Experience):
-        for index, target in enumerate(event.uses or ()):
-            yield f"uses[{index}]", target
-    else:
-        target = getattr(event, "fact", None)
-        if target is not None:
-            yield "fact", target
+def _refuse_reference(
+    pairs: list[tuple[int | None, Event]],
+    target: str,
+    own: str | None,
+    tenant: str | None,
+    line: int | None,
+    field: str,
+    source: str | None,
+) -> None:
+    """Raise the error for a reference that is not to an earlier fact of the same tenant."""
+    if target == own:
+        raise CycleError(f"fact {target!r} refers to itself", source=source, line=line, field=field)
+    if tenant is None:
+        later = {e.fact: where for where, e in pairs if isinstance(e, Assert)}
+        detail = f"is asserted later (line {later[target]})" if target in later else "is not asserted"
+        raise UnknownReferenceError(
+            f"fact {target!r} {detail}", source=source, line=line, field=field
+        )
+    raise UnknownReferenceError(
+        f"fact {target!r} belongs to another tenant", source=source, line=line, field=field
+    )
 
 
 def parse_events(
@@ -486,16 +510,53 @@ def parse_events(
     source: str | None = None,
 ) -> tuple[Event, ...]:
     """Parse and validate JSON Lines text (blank lines skipped) into events."""
+    return _parse_lines(lines, policy=policy, index=index, source=source)
+
+
+def _parse_lines(
+    lines: Iterable[str | bytes],
+    *,
+    policy: Policy,
+    index: LogIndex | None,
+    source: str | None,
+) -> tuple[Event, ...]:
+    """Each line decoded once (``fastpath``; the strict path for what it is not sure of), then
+    the whole log validated. ``bytes`` lines are known to be UTF-8 (``load_events`` checked)."""
     parsed: list[tuple[int | None, Event]] = []
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        obj = decode_json(text, source=source, line=number)
-        event = event_from_json(obj, policy=policy, source=source, line=number)
-        parsed.append((number, _with_canonical(event, obj)))
+    append = parsed.append
+    with _collector_paused():
+        for number, text in enumerate(lines, start=1):
+            fast = fast_line(text, policy)
+            if fast is not None:
+                event, canonical = fast
+                # initialising a cache slot of an object built a moment ago, before anyone sees it
+                object.__setattr__(event, "_canonical", canonical)
+                append((number, event))
+                continue
+            if isinstance(text, bytes):
+                text = text.decode("utf-8")
+            if not text.strip():
+                continue
+            obj = decode_json(text, source=source, line=number)
+            event = event_from_json(obj, policy=policy, source=source, line=number)
+            append((number, _with_canonical(event, obj)))
     validate_log(parsed, index=index, source=source)
     events = (event for _, event in parsed)
     return ParsedLog(events) if index is None else tuple(events)  # with an index: not a whole log
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a log's events are built: they hold no cycles, and
+    with the default thresholds the collector would walk every event made so far again and
+    again (a quadratic share of a large parse). Restored as it was, whatever happens."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 EMPTY_FILE = "the file is empty (zero bytes): neither a store nor an event log"
@@ -510,7 +571,25 @@ def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[E
         raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
     if not data:
         raise InputError(EMPTY_FILE, source=str(path))
-    return parse_events(decode_lines(data, source=str(path)), policy=policy, source=str(path))
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            decode_lines(data, source=str(path))  # raises, naming the first line not UTF-8
+    return _parse_lines(_byte_lines(data), policy=policy, index=None, source=str(path))
+
+
+def _byte_lines(data: bytes) -> Iterator[bytes]:
+    """The physical lines of ``data`` one at a time (no list of a million lines at once)."""
+    start = 0
+    find = data.find
+    while True:
+        end = find(b"\n", start)
+        if end < 0:
+            yield data[start:]
+            return
+        yield data[start:end]
+        start = end + 1
 
 
 def decode_lines(data: bytes, *, source: str | None = None) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from gamma.core.canonical import compact_json, format_ts, sha256_hex
+from gamma.core.canonical import canonical_text, compact_json, format_ts, sha256_hex
 from gamma.core.convert import converter
 from gamma.core.decisions import Admitted, Excluded, ExperienceVerdict, Ignored
 from gamma.core.merkle import TreeHead
@@ -22,6 +22,11 @@ from gamma.core.model import Actor
 from gamma.core.render import render as render_resolution
 
 __all__ = ["Resolution"]
+
+
+def _join(texts: dict[str, str]) -> str:
+    """The canonical JSON object of already-encoded values (ASCII keys, sorted)."""
+    return "{" + ",".join(f'"{name}":{texts[name]}' for name in sorted(texts)) + "}"
 
 
 @attrs.frozen(kw_only=True)
@@ -48,7 +53,13 @@ class Resolution:
     @functools.cached_property
     def digest(self) -> str:
         """sha256 hex of the canonical JSON of the record without ``digest`` (computed when read)."""
-        return sha256_hex(compact_json(self._body()))
+        return sha256_hex(_join(self._texts))
+
+    @functools.cached_property
+    def _texts(self) -> dict[str, str]:
+        """Each top-level field's canonical JSON, encoded once for the digest and the output
+        (``compact_json`` of the body is exactly these joined in key order)."""
+        return {name: canonical_text(value) for name, value in self._body().items()}
 
     def _body(self) -> dict[str, Any]:
         return {
@@ -69,7 +80,7 @@ class Resolution:
 
     def to_json(self) -> str:
         """One canonical JSON line (no trailing newline)."""
-        return compact_json(self.to_dict())
+        return _join({**self._texts, "digest": compact_json(self.digest)})
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> Resolution:

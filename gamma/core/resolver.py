@@ -113,6 +113,7 @@ class _Fold:
         self.key_grant_events: list[tuple[str, str, int]] = []
         self._streams: dict[tuple[str, str, int, bool], list[tuple[int, bool, str, int]]] = {}
         self._replays: dict[tuple[str, str, int, bool], tuple[bool, tuple[int, str] | None]] = {}
+        self._ranks: dict[tuple[str | None, str], tuple[int, bool]] = {}
         grantees = [f"role:{role}" for role in actor.roles] + [f"actor:{actor.id}"]
         self.grantees = tuple(grantees)
 
@@ -120,12 +121,19 @@ class _Fold:
 
     def rank(self, event: Assert | Retract | Promote | Grant | Revoke) -> int:
         """The event's effective authority: its claim capped at what its writer holds; an
-        explicit claim above that is listed under ``ignored`` as ``authority_capped``."""
-        if self.policy.over_claims(event.authority, event.actor):
+        explicit claim above that is listed under ``ignored`` as ``authority_capped``.
+        Computed once per (claim, writer): a log has few of each."""
+        claim = (event.authority, event.actor)
+        known = self._ranks.get(claim)
+        if known is None:
+            known = self._ranks[claim] = (
+                self.policy.event_rank(*claim), self.policy.over_claims(*claim)
+            )
+        if known[1]:
             target = event.fact if event.fact is not None else event.key
             assert target is not None
             self.ignored.add((event.id, _CAPPED, target))
-        return self.policy.event_rank(event.authority, event.actor)
+        return known[0]
 
     def on_assert(self, pos: int, event: Assert) -> None:
         fact = _Fact(
@@ -219,9 +227,11 @@ class _Fold:
         self._unslot(old)
 
     def _unslot(self, fact: _Fact) -> None:
-        slot = self.live_by_slot.get((fact.event.key, fact.scope))
-        if slot and fact in slot:
-            slot.remove(fact)
+        slot = self.live_by_slot.get((fact.event.key, fact.scope)) or []
+        for index, other in enumerate(slot):
+            if other is fact:  # by identity: comparing records field by field costs a hot key dearly
+                del slot[index]
+                return
 
     # -- visibility --------------------------------------------------------------------
 

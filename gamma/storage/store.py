@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Self
 
 import attrs
 import cattrs
+import orjson
 from sqlite_utils import Database
 
 from gamma.core.canonical import canonical_json, format_ts
@@ -39,6 +40,7 @@ from gamma.core.events import (
     event_from_json,
     validate_log,
 )
+from gamma.core.fastpath import fast_event
 from gamma.core.model import EVENT_TYPES, Event, Experience
 from gamma.core.parsed import ParsedLog
 from gamma.core.policy import DEFAULT_POLICY, Policy
@@ -681,7 +683,11 @@ def check_stored(
 def _stored_event(body: str, broken: Callable[[str], IntegrityError]) -> Event:
     """The event of a stored canonical body, keeping the body as its canonical text."""
     try:
-        obj = json.loads(body)
+        obj = orjson.loads(body)
+        fast = fast_event(obj, None)  # the fast structuring; the converter for what it defers
+        if fast is not None:
+            object.__setattr__(fast, "_canonical", body)
+            return fast
         cls = EVENT_TYPES[obj.pop("type")]
         event: Event = converter.structure(obj, cls)
     except (ValueError, KeyError, TypeError, AttributeError, cattrs.BaseValidationError):

@@ -1,0 +1,372 @@
+"""The fast way into the event model: one orjson decode per line, structuring written out by
+hand, the canonical text encoded once.
+
+It only ever *accepts*. Whatever it is not sure of (a float, an integer past ±(2^53-1), a
+key written twice, whitespace or an escape the canonical text would not keep, an unknown,
+missing or null field, a type the strict hooks refuse, a timestamp not already in UTC
+canonical form) makes it answer None, and the caller takes the strict path (``decode_json``
+and the cattrs converter), which builds the same event or raises the error naming line and
+field. ``tests/test_events.py`` pins the two paths to the same events, canonical text and
+errors on generated valid and malformed logs.
+
+Why a key written twice is caught without a hook: the canonical text of a decoded object is
+never longer than its source (every escape, number and literal it writes is the shortest
+form), and a dropped duplicate ``"k":v`` takes at least five bytes, so equal lengths mean
+no duplicate, no whitespace and no longer escape.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from gamma.core.model import (
+    APPLICABILITIES,
+    KINDS,
+    PRIORITIES,
+    STATUSES,
+    Assert,
+    Event,
+    Experience,
+    Grant,
+    Promote,
+    Retract,
+    Revoke,
+    Visibility,
+)
+from gamma.core.policy import Policy
+
+__all__ = ["fast_event", "fast_line", "canonical_bytes"]
+
+_MAX_SAFE = 2**53 - 1
+_intern = sys.intern
+_SORT = orjson.OPT_SORT_KEYS
+
+
+class _Defer(Exception):
+    """Not sure: let the strict path decide (raised inside, never escapes this module)."""
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise _Defer
+    return value
+
+
+def _ident(value: Any) -> str:
+    """An id (event, fact, experience): a non-empty string of printable characters."""
+    if type(value) is not str or not value.isprintable() or not value:
+        raise _Defer
+    return value
+
+
+#: Names already seen (tenants, actors, keys, roles, authorities, ...): one string object
+#: for all their events, checked once. Cleared when large, so it never holds a whole log.
+_NAMES: dict[str, str] = {}
+_SCOPES: dict[str, str] = {}
+_CACHE_LIMIT = 65536
+
+
+def _name(value: Any) -> str:
+    """A repeated name: printable and non-empty (as ``events._check_name`` wants), interned."""
+    if type(value) is not str:
+        raise _Defer
+    known = _NAMES.get(value)
+    if known is not None:
+        return known
+    if not value or not value.isprintable():
+        raise _Defer
+    if len(_NAMES) >= _CACHE_LIMIT:
+        _NAMES.clear()
+    known = _NAMES[value] = _intern(value)
+    return known
+
+
+def _label(value: Any) -> str:
+    """A repeated string that is not a name (authority, clearance): interned, unchecked."""
+    if type(value) is not str:
+        raise _Defer
+    return _intern(value)
+
+
+def _scope(value: Any) -> str:
+    """A scope: a printable name of ``global`` or '/'-separated segments."""
+    if type(value) is not str:
+        raise _Defer
+    known = _SCOPES.get(value)
+    if known is not None:
+        return known
+    if value != "global" and not _SCOPE.fullmatch(value):
+        raise _Defer
+    if len(_SCOPES) >= _CACHE_LIMIT:
+        _SCOPES.clear()
+    known = _SCOPES[value] = _name(value)
+    return known
+
+
+def _value(value: Any) -> str | int | bool:
+    kind = type(value)
+    if kind is str or kind is bool or (kind is int and -_MAX_SAFE <= value <= _MAX_SAFE):
+        return value  # type: ignore[no-any-return]
+    raise _Defer
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if type(value) is not list:
+        raise _Defer
+    for item in value:
+        if type(item) is not str or not item:
+            raise _Defer
+    return tuple(value)
+
+
+def _listed_names(value: Any) -> tuple[str, ...]:
+    """Visibility's roles or actors: a non-empty list of names."""
+    if type(value) is not list or not value:
+        raise _Defer
+    return tuple([_name(item) for item in value])
+
+
+def _literal(allowed: tuple[str, ...]) -> Callable[[Any], str]:
+    table = {name: name for name in allowed}
+
+    def check(value: Any) -> str:
+        if type(value) is not str or value not in table:
+            raise _Defer
+        return table[value]
+
+    return check
+
+
+_TS_CACHE: dict[str, datetime] = {}
+_SCOPE = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
+_CANONICAL_TS = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.(?!000000)[0-9]{6})?Z"
+)
+
+
+def _ts(value: Any) -> datetime:
+    """A timestamp already in canonical UTC form (``...:SSZ`` or ``...:SS.ffffffZ``), built
+    as ``canonical.parse_ts`` builds it."""
+    if type(value) is not str:
+        raise _Defer
+    cached = _TS_CACHE.get(value)
+    if cached is not None:
+        return cached
+    if _CANONICAL_TS.fullmatch(value) is None:
+        raise _Defer
+    try:  # on exactly this form, the same instant and checks as parse_ts, in C
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise _Defer from None
+    if len(_TS_CACHE) >= 4096:
+        _TS_CACHE.clear()
+    _TS_CACHE[value] = parsed
+    return parsed
+
+
+def _visibility(value: Any) -> Visibility:
+    if type(value) is not dict:
+        raise _Defer
+    fields: dict[str, Any] = {}
+    for name, item in value.items():
+        check = _VISIBILITY.get(name)
+        if check is None:
+            raise _Defer
+        fields[name] = check(item)
+    return Visibility(**fields)
+
+
+_VISIBILITY: dict[str, Callable[[Any], Any]] = {
+    "roles": _listed_names,
+    "actors": _listed_names,
+    "clearance": _label,
+}
+
+_ENVELOPE = {"id": _ident, "ts": _ts, "actor": _name, "tenant": _name}
+_ACCESS = {"fact": _ident, "key": _name, "role": _name, "to_actor": _name, "authority": _label}
+_FIELDS: dict[str, tuple[type[Event], dict[str, Callable[[Any], Any]], frozenset[str]]] = {
+    "assert": (
+        Assert,
+        {
+            **_ENVELOPE, "fact": _ident, "key": _name, "value": _value, "scope": _scope,
+            "status": _literal(STATUSES), "authority": _label, "kind": _literal(KINDS),
+            "priority": _literal(PRIORITIES), "visibility": _visibility, "valid_from": _ts,
+            "valid_until": _ts, "depends_on": _names, "supersedes": _names,
+        },
+        frozenset({"id", "ts", "actor", "tenant", "fact", "key", "value"}),
+    ),
+    "retract": (
+        Retract,
+        {**_ENVELOPE, "fact": _ident, "authority": _label, "reason": _str},
+        frozenset({"id", "ts", "actor", "tenant", "fact"}),
+    ),
+    "promote": (
+        Promote,
+        {**_ENVELOPE, "fact": _ident, "authority": _label},
+        frozenset({"id", "ts", "actor", "tenant", "fact"}),
+    ),
+    "grant": (Grant, {**_ENVELOPE, **_ACCESS}, frozenset({"id", "ts", "actor", "tenant"})),
+    "revoke": (Revoke, {**_ENVELOPE, **_ACCESS}, frozenset({"id", "ts", "actor", "tenant"})),
+    "experience": (
+        Experience,
+        {
+            **_ENVELOPE, "experience": _ident, "content": _str, "uses": _names,
+            "applicability": _literal(APPLICABILITIES),
+        },
+        frozenset({"id", "ts", "actor", "tenant", "experience", "content"}),
+    ),
+}  # fmt: skip
+
+
+def fast_event(obj: Any, policy: Policy | None) -> Event | None:
+    """The event of a decoded object that certainly passes every check of
+    ``events.event_from_json`` under ``policy``, else None (the strict path decides).
+    Without a policy, the checks that need one are left out (a store's rows, validated
+    under the store's policy when appended)."""
+    if type(obj) is not dict:
+        return None
+    kind = obj.get("type")
+    if kind == "assert":
+        return _assert(obj, policy)
+    spec = _FIELDS.get(kind) if type(kind) is str else None
+    if spec is None:
+        return None
+    cls, checks, required = spec
+    keys = obj.keys()
+    if not keys - _TYPE <= checks.keys() or not required <= keys:
+        return None
+    try:
+        fields = {name: checks[name](value) for name, value in obj.items() if name != "type"}
+    except _Defer:
+        return None
+    if policy is not None and not _sound(fields, cls, policy):
+        return None
+    return cls(**fields)
+
+
+_TYPE = frozenset({"type"})
+_ASSERT_FIELDS = frozenset(_FIELDS["assert"][1]) | {"type"}
+_ASSERT_REQUIRED = _FIELDS["assert"][2]
+_STATUS = {name: name for name in STATUSES}
+_KIND = {name: name for name in KINDS}
+_PRIORITY = {name: name for name in PRIORITIES}
+
+
+def _optional(value: Any, table: dict[str, str]) -> Any:
+    if value is None:
+        return None
+    if type(value) is not str or value not in table:
+        raise _Defer
+    return table[value]
+
+
+def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
+    """``fast_event`` for the commonest event, written out field by field."""
+    keys = obj.keys()
+    if not keys <= _ASSERT_FIELDS or not _ASSERT_REQUIRED <= keys or None in obj.values():
+        return None
+    get = obj.get
+    try:
+        actor = _name(obj["actor"])
+        authority = get("authority")
+        if authority is not None:
+            authority = _label(authority)
+            if policy is not None and (not policy.knows_authority(authority) or (
+                policy.over_claim == "refuse" and policy.over_claims(authority, actor)
+            )):
+                return None
+        visibility = get("visibility")
+        if visibility is not None:
+            visibility = _visibility(visibility)
+            if (
+                policy is not None
+                and visibility.clearance is not None
+                and not policy.knows_clearance(visibility.clearance)
+            ):
+                return None
+        start, end = get("valid_from"), get("valid_until")
+        if start is not None:
+            start = _ts(start)
+        if end is not None:
+            end = _ts(end)
+            if start is not None and end <= start:
+                return None
+        scope, depends_on, supersedes = get("scope"), get("depends_on"), get("supersedes")
+        return Assert(
+            id=_ident(obj["id"]),
+            ts=_ts(obj["ts"]),
+            actor=actor,
+            tenant=_name(obj["tenant"]),
+            fact=_ident(obj["fact"]),
+            key=_name(obj["key"]),
+            value=_value(obj["value"]),
+            scope=None if scope is None else _scope(scope),
+            status=_optional(get("status"), _STATUS),
+            authority=authority,
+            kind=_optional(get("kind"), _KIND),
+            priority=_optional(get("priority"), _PRIORITY),
+            visibility=visibility,
+            valid_from=start,
+            valid_until=end,
+            depends_on=None if depends_on is None else _names(depends_on),
+            supersedes=None if supersedes is None else _names(supersedes),
+        )
+    except _Defer:
+        return None
+
+
+def _sound(fields: dict[str, Any], cls: type[Event], policy: Policy) -> bool:
+    """The rules of ``events._check_semantics`` beyond names and scopes (checked above)."""
+    authority = fields.get("authority")
+    if authority is not None:
+        if not policy.knows_authority(authority):
+            return False
+        if policy.over_claim == "refuse" and policy.over_claims(authority, fields["actor"]):
+            return False
+    if cls is Assert:
+        visibility = fields.get("visibility")
+        if (
+            visibility is not None
+            and visibility.clearance is not None
+            and not policy.knows_clearance(visibility.clearance)
+        ):
+            return False
+        start, end = fields.get("valid_from"), fields.get("valid_until")
+        return start is None or end is None or end > start
+    if cls is Grant or cls is Revoke:
+        get = fields.get
+        return (get("fact") is None) != (get("key") is None) and (get("role") is None) != (
+            get("to_actor") is None
+        )
+    return True
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """Keys sorted by code point, no whitespace, UTF-8: byte-equal to ``compact_json`` on
+    decoded JSON without floats (a property test checks it)."""
+    return orjson.dumps(obj, option=_SORT)
+
+
+def fast_line(line: str | bytes, policy: Policy) -> tuple[Event, str] | None:
+    """One JSON line decoded once into an event and its canonical text, or None (strict path)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    event = fast_event(obj, policy)
+    if event is None:
+        return None
+    canonical = orjson.dumps(obj, option=_SORT)
+    if isinstance(line, str):
+        size = len(line) if line.isascii() else len(line.encode("utf-8"))
+    else:
+        size = len(line)
+    if len(canonical) != size:
+        return None  # a duplicate key, whitespace or a longer escape: the strict path decides
+    return event, canonical.decode("utf-8")
