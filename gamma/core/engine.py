@@ -432,7 +432,7 @@ class EngineState:
         dirty = None if derived is None else kept.since(derived.version)
         if derived is None or dirty is None or derived.at is None:
             derived = Derived(self.policy, kept.index)
-        else:
+        elif derived.version != kept.version or derived.at != at:  # else the view is the same
             dirty |= derived.overlay | overlay
             if derived.at != at:
                 dirty |= kept.index.flipping(derived.at, at)
