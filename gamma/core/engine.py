@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import copy
 import gc
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -99,6 +99,8 @@ class _TenantFold:
         # list had to be made again from the fold's set
         self.ignored_log: list[tuple[str, str, str]] = []
         self.logged: set[tuple[str, str, str]] = set()
+        self.ignored_of: dict[str, list[tuple[str, str, str]]] = defaultdict(list)  # by target
+        self._extras: tuple[Fold, frozenset[tuple[str, str, str]]] | None = None
         self.generation = 0
         # the last view with deferred effects run: (version, at, fold, keys the effects touch)
         self.overlay: tuple[int, datetime, Fold, frozenset[str]] | None = None
@@ -156,11 +158,15 @@ class _TenantFold:
                 if target is not None and entry in self.fold.ignored and entry not in self.logged:
                     self.logged.add(entry)
                     self.ignored_log.append(entry)
+                    self.ignored_of[entry[2]].append(entry)
 
     def _check_log(self) -> None:
         if len(self.ignored_log) != len(self.fold.ignored):
             self.ignored_log = sorted(self.fold.ignored)
             self.logged = set(self.ignored_log)
+            self.ignored_of = defaultdict(list)
+            for entry in self.ignored_log:
+                self.ignored_of[entry[2]].append(entry)
             self.generation += 1
 
     def _note(self, keys: set[str]) -> None:
@@ -169,6 +175,14 @@ class _TenantFold:
             half = JOURNAL_KEPT // 2
             del self.journal[:half]
             self.base += half
+
+    def extras(self, view: Fold) -> frozenset[tuple[str, str, str]]:
+        """The ignored entries of a view with deferred effects run that the kept fold lacks."""
+        if view is self.fold:
+            return frozenset()
+        if self._extras is None or self._extras[0] is not view:
+            self._extras = (view, frozenset(view.ignored - self.fold.ignored))
+        return self._extras[1]
 
     def since(self, version: int) -> set[str] | None:
         """The keys touched after ``version``; None when the journal no longer reaches it."""
@@ -339,10 +353,10 @@ class EngineState:
                     return conclude(fold, actor, at, self.policy, head, self.tree_at(at))
             derived = Derived(self.policy, index)
             derived.take_experiences(fold.experiences)
-            return self._part(derived, fold, actor, at, head, frozenset(keys))
+            return self._part(derived, fold, None, actor, at, head, frozenset(keys))
         kept, fold, derived = view
         if keys is not None:
-            return self._part(derived, fold, actor, at, head, frozenset(keys))
+            return self._part(derived, fold, kept, actor, at, head, frozenset(keys))
         with _paused_gc():
             derived.ensure(fold, actor, at)
             derived.judge(fold.experiences)
@@ -474,14 +488,14 @@ class EngineState:
         for entry in kept.ignored_log[seen:]:
             table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
         derived.ignored_seen = (kept.generation, len(kept.ignored_log))
-        derived.extras = frozenset() if fold is kept.fold else frozenset(fold.ignored - kept.fold.ignored)
+        derived.extras = kept.extras(fold)
         for entry in derived.extras:
             table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
         return table.values()
 
     def _part(
-        self, derived: Derived, fold: Fold, actor: Actor, at: datetime, head: str,
-        wanted: frozenset[str],
+        self, derived: Derived, fold: Fold, kept: _TenantFold | None, actor: Actor,
+        at: datetime, head: str, wanted: frozenset[str],
     ) -> Resolution:
         """The resolution's records of the facts of ``wanted`` keys (SPEC §9.9 keys)."""
         with _paused_gc():
@@ -493,7 +507,12 @@ class EngineState:
                     for key in derived.walk_keys(fold, used):
                         derived.ensure(fold, actor, at, {key})
             derived.judge(fold.experiences, which)
-        ignored = set(fold.ignored).union(*(derived.key_ignored.get(k, ()) for k in wanted))
+        ignored = set().union(*(derived.key_ignored.get(k, ()) for k in wanted))
+        if kept is None:  # a prefix folded afresh: its ignored entries, all of them
+            ignored.update(e for e in fold.ignored if e[2] in in_keys)
+        else:
+            ignored.update(e for f in in_keys for e in kept.ignored_of.get(f, ()))
+            ignored.update(e for e in kept.extras(fold) if e[2] in in_keys)
 
         def of(records: Callable[[str], T | None]) -> tuple[T, ...]:
             found = (records(f) for f in sorted(in_keys))
