@@ -202,9 +202,10 @@ class Derived:
         elif keys is None:
             wanted = set(index.by_key) | self.dirty
             self.complete = True
-        else:
-            closure = self._ancestors(fold, keys)
+        else:  # the keys asked and the touched ones, with the ancestors' keys not computed yet
+            closure = self._missing_ancestors(fold, set(keys) | (self.dirty & self.done))
             wanted = {k for k in closure if k in self.dirty or k not in self.done}
+        self.dirty.clear()  # a key not computed yet is computed afresh when asked
         if not wanted:
             return
         access = Access(fold, actor)
@@ -227,8 +228,9 @@ class Derived:
             self.dirty.discard(key)
         self._inherit(fold, self._descendants(fold, moved))
 
-    def _ancestors(self, fold: FoldState, keys: Iterable[str]) -> set[str]:
-        """``keys`` and, transitively, the keys of their facts' dependencies."""
+    def _missing_ancestors(self, fold: FoldState, keys: set[str]) -> set[str]:
+        """``keys`` and, transitively, the keys of their facts' dependencies not computed yet
+        (a computed key's dependencies are computed, or touched and so among ``keys``)."""
         seen: set[str] = set()
         todo = list(keys)
         while todo:
@@ -239,8 +241,11 @@ class Derived:
             for fact_id in self.index.by_key.get(key, ()):
                 for dep in fold.facts[fact_id].event.depends_on or ():
                     record = fold.facts.get(dep)
-                    if record is not None and record.event.key not in seen:
-                        todo.append(record.event.key)
+                    if record is None:
+                        continue
+                    dep_key = record.event.key
+                    if dep_key not in seen and dep_key not in self.done:
+                        todo.append(dep_key)
         return seen
 
     def _descendants(self, fold: FoldState, moved: list[str]) -> list[str]:

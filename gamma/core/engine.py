@@ -505,7 +505,8 @@ class EngineState:
             for i in which:
                 for used in fold.experiences[i].uses or ():
                     for key in derived.walk_keys(fold, used):
-                        derived.ensure(fold, actor, at, {key})
+                        if key not in derived.done:
+                            derived.ensure(fold, actor, at, {key})
             derived.judge(fold.experiences, which)
         ignored = set().union(*(derived.key_ignored.get(k, ()) for k in wanted))
         if kept is None:  # a prefix folded afresh: its ignored entries, all of them

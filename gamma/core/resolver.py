@@ -52,7 +52,7 @@ _CAPPED = "authority_capped"
 
 @attrs.define
 class _Fact:
-    """Mutable working record of one fact during the fold (never leaves this module)."""
+    """Mutable working record of one fact during the fold (the engine reads it as ``FactRecord``)."""
 
     event: Assert
     rank: int
