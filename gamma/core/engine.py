@@ -181,7 +181,18 @@ class _TenantFold:
         if view is self.fold:
             return frozenset()
         if self._extras is None or self._extras[0] is not view:
-            self._extras = (view, frozenset(view.ignored - self.fold.ignored))
+            found: set[tuple[str, str, str]] = set()
+            if self.overlay is not None and self.overlay[2] is view:
+                # an effect's entries name its assert and one of its supersedes targets
+                for fact_id in _due_ids(self.fold.pending, self.overlay[1]):
+                    event = self.fold.facts[fact_id].event
+                    for target in event.supersedes or ():
+                        entry = (event.id, _INSUFFICIENT, target)
+                        if entry in view.ignored and entry not in self.fold.ignored:
+                            found.add(entry)
+            if len(found) != len(view.ignored) - len(self.fold.ignored):
+                found = set(view.ignored - self.fold.ignored)
+            self._extras = (view, frozenset(found))
         return self._extras[1]
 
     def since(self, version: int) -> set[str] | None:
