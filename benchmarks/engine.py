@@ -13,7 +13,9 @@ it, as in benchmarks/resolve.py) and ``many`` (1,000 tenants of about equal
 size: 1,000 small synth logs, each folded into one tenant, interleaved by ts).
 
 Figures are wall-clock milliseconds (``perf_counter``), p50 and p99 over the
-turns; peak RSS is ``ru_maxrss`` of the per-run process. JSON goes to
+turns (the first turn's resolve computes the probe actor's class afresh: the
+engine keeps the phases per actor class, so later turns pay what the appends
+touched); peak RSS is ``ru_maxrss`` of the per-run process. JSON goes to
 ``--out`` (default stdout)::
 
     python benchmarks/engine.py --sizes 10000,100000 --out engine.json

@@ -175,6 +175,19 @@ class EngineWithSecondWriter(RuleBasedStateMachine):
         lines = list(self.log.lines[: len(self.engine)])
         assert self.engine.resolve(actor, at).to_json() == _pure(lines, self.log.policy, actor, at).to_json()
 
+    @rule(data=st.data())
+    def check(self, data: st.DataObject) -> None:
+        """A check after the kept results of earlier calls: the pure decisions, never stale ones."""
+        assert self.engine is not None and self.log is not None
+        actor = data.draw(actors(self.log))
+        at = data.draw(probe_times(self.log))
+        lines = list(self.log.lines[: len(self.engine)])
+        expected = _pure(lines, self.log.policy, actor, at)
+        decided = {a.fact: a for a in expected.admitted} | {x.fact: x for x in expected.excluded}
+        if decided:
+            asked = data.draw(st.lists(st.sampled_from(sorted(decided)), min_size=1, max_size=3))
+            assert self.engine.check(actor, at, asked) == {f: decided[f] for f in asked}
+
     @invariant()
     def head_is_the_stores(self) -> None:
         if self.engine is not None and self.writer is not None:

@@ -1,33 +1,35 @@
 """The incremental state behind ``gamma.Engine``: a growing, validated log with its folds kept.
 
 ``EngineState`` holds every event accepted so far, the validation index they
-were checked against, the chain head after each position, and per tenant the
-fold of that tenant's events (the first pass of Γ, which does not depend on the
-viewer), advanced one event at a time as events arrive. A resolution then runs
-only the second pass (the phases of SPEC §3) over the actor's tenant, so it
-costs the facts of that tenant, not the log; ``check`` and ``keys=`` run it over
-the facts of the keys asked for, their dependency ancestors and those
-ancestors' keys. Results are those of the pure ``resolve`` over every event
-accepted so far, byte for byte; an ``at`` that cuts the tenant's events (or at
-which a deferred ``valid_from`` effect is due) folds that prefix afresh.
+were checked against, the chain head and Merkle leaf after each position, and
+per tenant the fold of that tenant's events (the first pass of Γ, which does not
+depend on the viewer), advanced one event at a time, with a journal of the keys
+each step touched (``gamma.core.tenants``). The phases (SPEC §4) are kept too, per class of actors
+(``gamma.core.derived``): a call reruns them only for the keys touched since
+that class last asked (by appends, by deferred effects, or by moving ``at``
+across a fact's ``valid_from``/``valid_until``), the dependents of the facts
+whose codes moved, and keys never asked before. ``check`` and ``keys=`` compute
+only the keys asked, their dependency ancestors' keys and their grants.
 
+Results are those of the pure ``resolve`` over every event accepted so far,
+byte for byte; an ``at`` that cuts the tenant's events folds that prefix afresh.
 No I/O here: ``gamma.storage.engine.Engine`` adds the store.
 """
 
 from __future__ import annotations
 
 import bisect
-import copy
 import gc
-from collections.abc import Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
-
-import attrs
+from typing import Any, TypeVar
 
 from gamma.core.canonical import parse_at
 from gamma.core.chain import GENESIS, step
-from gamma.core.decisions import Admitted, Excluded
+from gamma.core.decisions import Admitted, Excluded, Ignored
+from gamma.core.derived import Derived, Table, TenantIndex, actor_class
 from gamma.core.errors import UnknownReferenceError
 from gamma.core.events import (
     MemoryIndex,
@@ -39,10 +41,12 @@ from gamma.core.events import (
     validate_log,
 )
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
-from gamma.core.model import Actor, Assert, Event
+from gamma.core.model import Actor, Event
+from gamma.core.phases import conclude
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
-from gamma.core.resolver import _HANDLERS, _conclude, _Fact, _Fold
+from gamma.core.resolver import FactRecord, Fold, fold_event, new_fold
+from gamma.core.tenants import TenantFold, due_at
 
 __all__ = ["EngineState", "Batch", "Decision"]
 
@@ -52,77 +56,23 @@ Batch = Iterable[str | Mapping[str, Any] | Event] | str
 Decision = Admitted | Excluded
 """What ``check`` says of one fact: admitted, or excluded with its reasons."""
 
-_NOBODY = Actor(id="-", tenant="-")  # the cached folds are viewer-independent
+#: How many actor classes keep their phases' results (least recently asked dropped first).
+CLASSES_KEPT = 64
 
+T = TypeVar("T")
 
-class _TenantFold:
-    """One tenant's events (with their global positions) and the fold advanced through them."""
-
-    def __init__(self, tenant: str, policy: Policy) -> None:
-        self.events: list[tuple[int, Event]] = []
-        self.fold = _Fold(attrs.evolve(_NOBODY, tenant=tenant), policy)
-        self.by_key: dict[str, list[_Fact]] = {}
-        self.order_of: dict[str, int] = {}
-        self.through: datetime | None = None  # deferred effects due at or before it have run
-
-    def add(self, pos: int, event: Event) -> None:
-        self.events.append((pos, event))
-        fold = self.fold
-        fold.run_pending(event.ts)
-        _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
-        if isinstance(event, Assert):
-            _index_fact(self.by_key, self.order_of, fold.facts[event.fact])
-        if self.through is None or event.ts > self.through:
-            self.through = event.ts
-
-
-def _index_fact(by_key: dict[str, list[_Fact]], order_of: dict[str, int], fact: _Fact) -> None:
-    by_key.setdefault(fact.event.key, []).append(fact)
-    order_of[fact.id] = len(order_of)
-
-
-@attrs.frozen
-class _View:
-    """A fold to conclude from, with its per-key index."""
-
-    fold: _Fold
-    by_key: dict[str, list[_Fact]]
-    order_of: dict[str, int]
-
-
-def _due_at(kept: _TenantFold, at: datetime) -> _Fold:
-    """The kept fold with the deferred effects due by ``at`` run, leaving the kept fold as it is.
-
-    Those effects touch only the due facts, their ``supersedes`` targets and
-    the live facts of their key and scope: those records (and slot lists) are
-    copied before the effects run on them.
-    """
-    fold = kept.fold
-    due = [fold.facts[fact_id] for start, _, fact_id in fold.pending if start <= at]
-    touched: dict[str, _Fact] = {}
-    slots = {}
-    for fact in due:
-        touched[fact.id] = fact
-        for target in fact.event.supersedes or ():
-            touched[target] = fold.facts[target]
-        slot = (fact.event.key, fact.scope)
-        slots[slot] = fold.live_by_slot.get(slot, [])
-        for other in slots[slot]:
-            touched[other.id] = other
-    view = copy.copy(fold)
-    view.facts = dict(fold.facts)
-    view.order = list(fold.order)
-    copies = {fact_id: copy.copy(fact) for fact_id, fact in touched.items()}
-    for fact_id, fresh in copies.items():
-        view.facts[fact_id] = fresh
-        view.order[kept.order_of[fact_id]] = fresh
-    view.live_by_slot = copy.copy(fold.live_by_slot)
-    for slot, members in slots.items():
-        view.live_by_slot[slot] = [copies[f.id] for f in members]
-    view.pending = list(fold.pending)
-    view.ignored = set(fold.ignored)
-    view.run_pending(at)
-    return view
+@contextmanager
+def _paused_gc() -> Iterator[None]:
+    """The records built here are acyclic; with the whole log alive, each cyclic collection
+    the allocations trigger walks every object the engine holds, which costs more than the
+    phases themselves. Paused, then restored."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 class EngineState:
@@ -136,7 +86,8 @@ class EngineState:
         self._heads: list[bytes] = [GENESIS]
         self._leaves: list[bytes] = []  # RFC 9162 leaf hashes, for the tree head of a prefix
         self._tree = CompactRange()
-        self._tenants: dict[str, _TenantFold] = {}
+        self._tenants: dict[str, TenantFold] = {}
+        self._classes: OrderedDict[tuple[object, ...], Derived] = OrderedDict()
 
     # -- the log -----------------------------------------------------------------------
 
@@ -194,7 +145,7 @@ class EngineState:
             self._tree.append(leaf)
             tenant = self._tenants.get(event.tenant)
             if tenant is None:
-                tenant = self._tenants[event.tenant] = _TenantFold(event.tenant, self.policy)
+                tenant = self._tenants[event.tenant] = TenantFold(event.tenant, self.policy)
             tenant.add(pos, event)
 
     def append(self, batch: Batch, *, source: str = "<append>") -> int:
@@ -213,29 +164,36 @@ class EngineState:
     ) -> Resolution:
         """Γ over every event accepted, for ``actor`` at ``at``; ``keys`` keeps those keys' facts."""
         actor, at = self._normalise(actor, at)
-        view = self._view(actor.tenant, at)
         head = self.head_at(at)
-        if keys is None:
-            fold = copy.copy(view.fold)
-            fold.ignored = set(view.fold.ignored)  # concluding adds key-grant entries
-            return self._conclude(fold, actor, at, head)
-        wanted = frozenset(keys)
-        facts = self._closure(view, wanted)
-        in_keys = {f.id for f in facts if f.event.key in wanted}
-        fold = self._sub_fold(view.fold, facts)
-        fold.experiences = [
-            x for x in view.fold.experiences if all(u in in_keys for u in x.uses or ())
-            and any(u in in_keys for u in x.uses or ())
-        ]
-        fold.ignored = {i for i in view.fold.ignored if i[2] in in_keys}
-        fold.key_grant_events = [g for g in view.fold.key_grant_events if g[1] in wanted]
-        full = self._conclude(fold, actor, at, head)
-        return attrs.evolve(
-            full,
-            admitted=tuple(a for a in full.admitted if a.fact in in_keys),
-            excluded=tuple(x for x in full.excluded if x.fact in in_keys),
-            known_unknowns=tuple(k for k in full.known_unknowns if k in wanted),
-            recheck_inputs=tuple(r for r in full.recheck_inputs if r[0] in in_keys),
+        view = self._view(actor, at)
+        if view is None:  # a prefix of the tenant: folded afresh
+            fold, index = self._fresh(actor.tenant, at)
+            if keys is None:
+                with _paused_gc():
+                    return conclude(fold, actor, at, self.policy, head, self.tree_at(at))
+            derived = Derived(self.policy, index)
+            derived.take_experiences(fold.experiences)
+            return self._part(derived, fold, None, actor, at, head, frozenset(keys))
+        kept, fold, derived = view
+        if keys is not None:
+            return self._part(derived, fold, kept, actor, at, head, frozenset(keys))
+        with _paused_gc():
+            derived.ensure(fold, actor, at)
+            derived.judge(fold.experiences)
+        return Resolution(
+            actor=actor,
+            at=at,
+            policy=self.policy.digest,
+            log=head,
+            tree=self.tree_at(at),
+            admitted=derived.admitted.values(),
+            excluded=derived.excluded.values(),
+            experiences=derived.verdict_table.values(),
+            ignored=self._ignored(derived, fold, kept),
+            known_unknowns=derived.unknown.values(),
+            recheck_inputs=derived.recheck_inputs.values(),
+            positions=kept.positions.values(),
+            retract_reasons=kept.retract_reasons.values(),
         )
 
     def check(
@@ -246,23 +204,25 @@ class EngineState:
         A fact its tenant has not asserted by ``at`` is an UnknownReferenceError (field ``facts``).
         """
         actor, at = self._normalise(actor, at)
-        view = self._view(actor.tenant, at)
+        view = self._view(actor, at)
+        if view is None:
+            fold, index = self._fresh(actor.tenant, at)
+            derived = Derived(self.policy, index)
+        else:
+            _, fold, derived = view
         asked = list(dict.fromkeys(facts))
         keys = set()
-        for index, fact_id in enumerate(asked):
-            fact = view.fold.facts.get(fact_id)
+        for index_, fact_id in enumerate(asked):
+            fact = fold.facts.get(fact_id)
             if fact is None:
                 raise UnknownReferenceError(
                     f"fact {fact_id!r} is not asserted in tenant {actor.tenant!r} by {at.isoformat()}",
-                    field=f"facts[{index}]",
+                    field=f"facts[{index_}]",
                 )
             keys.add(fact.event.key)
-        fold = self._sub_fold(view.fold, self._closure(view, keys))
-        fold.experiences, fold.ignored, fold.key_grant_events = [], set(), []
-        result = self._conclude(fold, actor, at, self.head_at(at))
-        found: dict[str, Decision] = {a.fact: a for a in result.admitted}
-        found.update((x.fact, x) for x in result.excluded)
-        return {fact_id: found[fact_id] for fact_id in asked}
+        with _paused_gc():
+            derived.ensure(fold, actor, at, keys)
+        return {fact_id: derived.decided[fact_id] for fact_id in asked}
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -272,79 +232,143 @@ class EngineState:
         """The actor and time as ``gamma.resolve`` takes them."""
         return normal_actor(actor, self.policy), parse_at(at)
 
-    def _view(self, tenant: str, at: datetime) -> _View:
-        """The tenant's fold at ``at``: the kept one when it is that prefix, else a fresh fold."""
-        kept = self._tenants.get(tenant)
-        if kept is None:
-            return _View(_Fold(attrs.evolve(_NOBODY, tenant=tenant), self.policy), {}, {})
-        last = kept.events[-1][1].ts
+    def _view(self, actor: Actor, at: datetime) -> tuple[TenantFold, Fold, Derived] | None:
+        """The kept fold of the actor's tenant at ``at`` (with the deferred effects due by then)
+        and the actor's class's results, told what changed since it last asked; None when
+        ``at`` cuts the tenant's events (or the kept fold has run effects past it)."""
+        kept = self._tenants.get(actor.tenant)
+        if kept is None or kept.events[-1][1].ts > at:
+            return None
         assert kept.through is not None
-        if last <= at:
-            # effects due before the log's last ts would run before any later event too
-            until = min(at, self._ts[-1])
-            if until >= kept.through:
-                kept.fold.run_pending(until)
-                kept.through = until
-            if kept.through <= at:
-                pending = kept.fold.pending
-                if not (pending and pending[0][0] <= at):
-                    return _View(kept.fold, kept.by_key, kept.order_of)
-                return _View(_due_at(kept, at), kept.by_key, kept.order_of)
-        fold = _Fold(attrs.evolve(_NOBODY, tenant=tenant), self.policy)
-        by_key: dict[str, list[_Fact]] = {}
-        order_of: dict[str, int] = {}
-        for pos, event in kept.events:
+        # effects due before the log's last ts would run before any later event too
+        until = min(at, self._ts[-1])
+        if until >= kept.through:
+            kept.run_due(until)
+            kept.through = until
+        if kept.through > at:
+            return None
+        pending = kept.fold.pending
+        if not (pending and pending[0][0] <= at):
+            fold, overlay = kept.fold, frozenset[str]()
+        elif kept.overlay is not None and kept.overlay[:2] == (kept.version, at):
+            _, _, fold, overlay = kept.overlay  # the same view as the last call's
+        else:
+            fold, overlay = due_at(kept, at)
+            kept.overlay = (kept.version, at, fold, overlay)
+        return kept, fold, self._derived(kept, actor, fold, at, overlay)
+
+    def _derived(
+        self, kept: TenantFold, actor: Actor, fold: Fold, at: datetime, overlay: frozenset[str]
+    ) -> Derived:
+        """The results kept for the actor's class, invalidated where the view changed since."""
+        name = actor_class(actor, kept.index)
+        derived = self._classes.get(name)
+        dirty = None if derived is None else kept.since(derived.version)
+        if derived is None or dirty is None or derived.at is None:
+            derived = Derived(self.policy, kept.index)
+        elif derived.version != kept.version or derived.at != at:  # else the view is the same
+            dirty |= derived.overlay | overlay
+            if derived.at != at:
+                dirty |= kept.index.flipping(derived.at, at)
+            derived.invalidate(dirty)
+        self._classes[name] = derived
+        self._classes.move_to_end(name)
+        while len(self._classes) > CLASSES_KEPT:
+            self._classes.popitem(last=False)
+        derived.version, derived.overlay, derived.at = kept.version, overlay, at
+        derived.take_experiences(fold.experiences)
+        return derived
+
+    def _fresh(self, tenant: str, at: datetime) -> tuple[Fold, TenantIndex]:
+        """The tenant's events with ``ts <= at`` folded afresh, with their index."""
+        fold, index = new_fold(tenant, self.policy), TenantIndex()
+        kept = self._tenants.get(tenant)
+        for pos, event in kept.events if kept is not None else ():
             if event.ts > at:
                 break
             fold.run_pending(event.ts)
-            _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
-            if isinstance(event, Assert):
-                _index_fact(by_key, order_of, fold.facts[event.fact])
+            grants = len(fold.key_grant_events)
+            fold_event(fold, pos, event)
+            index.add(event, fold, grants)
         fold.run_pending(at)
-        return _View(fold, by_key, order_of)
+        return fold, index
 
-    @staticmethod
-    def _closure(view: _View, keys: Iterable[str]) -> list[_Fact]:
-        """The facts of ``keys``, their dependency ancestors and every fact of those keys, in log order.
+    def _ignored(self, derived: Derived, fold: Fold, kept: TenantFold) -> tuple[Ignored, ...]:
+        """The fold's ignored events and the key-wide grants below a fact of their key."""
+        table = derived.ignored_table
+        generation, seen = derived.ignored_seen
+        if generation != kept.generation:
+            derived.ignored_table = table = Table()
+            for entries in derived.key_ignored.values():
+                for entry in entries:
+                    table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
+            seen = 0
+        for entry in derived.extras:  # the last view's deferred effects' entries
+            table.remove(entry)
+        for entry in kept.ignored_log[seen:]:
+            table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
+        derived.ignored_seen = (kept.generation, len(kept.ignored_log))
+        derived.extras = kept.extras(fold)
+        for entry in derived.extras:
+            table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
+        return table.values()
 
-        Everything a decision about a fact of ``keys`` reads: its key's rivals
-        (precedence) and, transitively, its inputs and theirs.
-        """
-        seen: set[str] = set()
-        todo = list(keys)
-        found: list[_Fact] = []
-        while todo:
-            key = todo.pop()
-            if key in seen:
-                continue
-            seen.add(key)
-            for kept in view.by_key.get(key, ()):
-                fact = view.fold.facts[kept.id]  # the fold's own record (a copy when effects ran)
-                found.append(fact)
-                for dep in fact.event.depends_on or ():
-                    dep_key = view.fold.facts[dep].event.key
-                    if dep_key not in seen:
-                        todo.append(dep_key)
-        found.sort(key=lambda f: view.order_of[f.id])
-        return found
+    def _part(
+        self, derived: Derived, fold: Fold, kept: TenantFold | None, actor: Actor,
+        at: datetime, head: str, wanted: frozenset[str],
+    ) -> Resolution:
+        """The resolution's records of the facts of ``wanted`` keys (SPEC §9.9 keys)."""
+        with _paused_gc():
+            derived.ensure(fold, actor, at, wanted)
+            in_keys = {f for key in wanted for f in derived.index.by_key.get(key, ())}
+            which = derived.experiences_of(fold.experiences, in_keys)
+            for i in which:
+                for used in fold.experiences[i].uses or ():
+                    for key in derived.walk_keys(fold, used):
+                        if key not in derived.done:
+                            derived.ensure(fold, actor, at, {key})
+            derived.judge(fold.experiences, which)
+        ignored = set().union(*(derived.key_ignored.get(k, ()) for k in wanted))
+        if kept is None:  # a prefix folded afresh: its ignored entries, all of them
+            ignored.update(e for e in fold.ignored if e[2] in in_keys)
+        else:
+            ignored.update(e for f in in_keys for e in kept.ignored_of.get(f, ()))
+            ignored.update(e for e in kept.extras(fold) if e[2] in in_keys)
 
-    @staticmethod
-    def _sub_fold(fold: _Fold, facts: list[_Fact]) -> _Fold:
-        sub = copy.copy(fold)
-        sub.order = facts
-        return sub
+        def of(records: Callable[[str], T | None]) -> tuple[T, ...]:
+            found = (records(f) for f in sorted(in_keys))
+            return tuple(r for r in found if r is not None)
 
-    def _conclude(self, fold: _Fold, actor: Actor, at: datetime, head: str) -> Resolution:
-        tree = self.tree_at(at)
-        fold.actor = actor
-        fold.grantees = _Fold(actor, self.policy).grantees
-        # The records built here are acyclic; with the whole log alive, each cyclic
-        # collection the allocations trigger walks every object the engine holds,
-        # which costs more than the phases themselves. Paused, then restored.
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            return _conclude(fold, actor, at, self.policy, head, tree)
-        finally:
-            if paused:
-                gc.enable()
+        return Resolution(
+            actor=actor,
+            at=at,
+            policy=self.policy.digest,
+            log=head,
+            tree=self.tree_at(at),
+            admitted=of(lambda f: _admitted(derived.decided[f])),
+            excluded=of(lambda f: _excluded(derived.decided[f])),
+            experiences=tuple(
+                sorted((derived.verdicts[i] for i in which), key=lambda v: v.experience)
+            ),
+            ignored=tuple(
+                Ignored(event=e, code=c, fact=f) for e, c, f in sorted(ignored) if f in in_keys
+            ),
+            known_unknowns=tuple(sorted(k for k in wanted if derived.unknown_of.get(k))),
+            recheck_inputs=of(
+                lambda f: (f, tuple(sorted(derived.recheck[f]))) if f in derived.recheck else None
+            ),
+            positions=of(lambda f: (f, fold.positions[f])),
+            retract_reasons=of(lambda f: _retracted(fold.facts[f])),
+        )
+
+
+def _admitted(record: Decision) -> Admitted | None:
+    return record if isinstance(record, Admitted) else None
+
+
+def _excluded(record: Decision) -> Excluded | None:
+    return record if isinstance(record, Excluded) else None
+
+
+def _retracted(fact: FactRecord) -> tuple[str, str] | None:
+    return None if fact.retract_reason is None else (fact.id, fact.retract_reason)

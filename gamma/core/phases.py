@@ -1,0 +1,423 @@
+"""The exclusion phases of Γ (SPEC §4), as units the pure resolver and the engine share.
+
+The fold (``gamma.core.resolver``) leaves one record per fact; these functions
+turn records into codes. Each phase is written for the smallest unit it reads,
+so the engine can rerun only what an append touched and still give the bytes
+of the pure ``resolve``:
+
+- ``own_codes``: per key (validity, scope, precedence, access; what a fact's
+  own record, its key's rivals and its grants decide);
+- ``inherit``: per fact, given its dependencies' origins (dependency
+  invalidation and restriction);
+- ``decision``, ``key_access_ignored``, ``known_unknown``: per fact or key.
+
+``conclude`` runs them all over a fold, in the order SPEC.md states them.
+Records are read through the ``FactRecord`` and ``FoldState`` protocols, so this
+module does not import the fold.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from datetime import datetime
+from typing import Protocol
+
+from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
+from gamma.core.experiences import verdict_of
+from gamma.core.merkle import TreeHead
+from gamma.core.model import Actor, Assert, Experience
+from gamma.core.policy import Policy
+from gamma.core.resolution import Resolution
+
+__all__ = [
+    "Access",
+    "Codes",
+    "FactRecord",
+    "FoldState",
+    "Origins",
+    "conclude",
+    "decision",
+    "inherit",
+    "key_access_ignored",
+    "known_unknown",
+    "own_codes",
+    "scope_contains",
+    "specificity",
+]
+
+Codes = dict[str, Reason]
+"""One fact's exclusion codes, each with its reason."""
+Origins = tuple[str | None, str | None]
+"""A fact's validity and visibility origins (SPEC §4.4), or None for a group it passes nothing in."""
+Change = tuple[int, bool, str, int]  # (position, is_grant, event id, rank)
+
+HIDDEN = frozenset({"access_denied", "dependency_restricted"})
+#: The codes that make a fact an origin of dependency_invalidated / dependency_restricted.
+_OWN_VALIDITY = VALIDITY_CODES - {"dependency_invalidated"}
+_OWN_VISIBILITY = frozenset({"access_denied", "out_of_scope"})
+_GROUPS = (
+    (_OWN_VALIDITY, "dependency_invalidated"),
+    (_OWN_VISIBILITY, "dependency_restricted"),
+)
+_INSUFFICIENT = "insufficient_authority"
+
+
+class FactRecord(Protocol):
+    """What the phases read of the fold's record of one fact."""
+
+    @property
+    def event(self) -> Assert: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def commit_pos(self) -> int | None: ...
+    @property
+    def commit_event(self) -> str | None: ...
+    @property
+    def retracted_by(self) -> str | None: ...
+    @property
+    def retract_reason(self) -> str | None: ...
+    @property
+    def superseded_by(self) -> FactRecord | None: ...
+    @property
+    def superseding_event(self) -> str | None: ...
+
+
+class _Changes(Protocol):
+    @property
+    def changes(self) -> Sequence[Change]: ...
+
+
+class FoldState(Protocol):
+    """What the phases read of a finished fold of one tenant."""
+
+    @property
+    def facts(self) -> Mapping[str, FactRecord]: ...
+    @property
+    def order(self) -> Sequence[FactRecord]: ...
+    @property
+    def experiences(self) -> Sequence[Experience]: ...
+    @property
+    def positions(self) -> Mapping[str, int]: ...
+    @property
+    def ignored(self) -> AbstractSet[tuple[str, str, str]]: ...
+    @property
+    def fact_access(self) -> Mapping[tuple[str, str], _Changes]: ...
+    @property
+    def key_access(self) -> Mapping[tuple[str, str], _Changes]: ...
+    @property
+    def key_grant_events(self) -> Sequence[tuple[str, str, int]]: ...
+
+
+def scope_contains(outer: str, inner: str) -> bool:
+    """``global`` contains every scope; ``a`` contains ``a`` and ``a/...``."""
+    return outer == "global" or inner == outer or inner.startswith(outer + "/")
+
+
+def specificity(scope: str) -> int:
+    return 0 if scope == "global" else scope.count("/") + 1
+
+
+# -- phases 1-3, per key -----------------------------------------------------------------
+
+
+def own_codes(
+    facts: Sequence[FactRecord], actor: Actor, at: datetime, policy: Policy, access: Access
+) -> dict[str, Codes]:
+    """Phases 1-3 for the facts of one key (in log order): what each fact's own record, its
+    key's rivals and its grants decide. Nothing outside the key is read but its grants."""
+    codes: dict[str, Codes] = {}
+    for fact in facts:
+        codes[fact.id] = _validity(fact, at)
+        if not scope_contains(fact.scope, actor.scope):
+            codes[fact.id]["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
+    _precedence([f for f in facts if not codes[f.id]], codes)
+    clearance = policy.clearance_rank(actor.clearance)
+    for fact in facts:
+        granted, access_event = access.events(fact)
+        if not _may_see(fact, actor, granted, clearance, policy):
+            named = {fact.event.id} if access_event is None else {fact.event.id, access_event}
+            codes[fact.id]["access_denied"] = Reason("access_denied", tuple(sorted(named)))
+    return codes
+
+
+def _validity(fact: FactRecord, at: datetime) -> Codes:
+    """Phase 1: the viewer-independent validity codes of one fact at ``at``."""
+    e = fact.event
+    found: Codes = {}
+    if fact.commit_pos is None:
+        status = e.status or "committed"
+        found[status] = Reason(status, (e.id,))
+    if e.valid_from is not None and at < e.valid_from:
+        found["not_yet_valid"] = Reason("not_yet_valid", (e.id,))
+    if e.valid_until is not None and at >= e.valid_until:
+        found["expired"] = Reason("expired", (e.id,))
+    if fact.retracted_by is not None:
+        found["retracted"] = Reason("retracted", (fact.retracted_by,))
+    if fact.superseded_by is not None:
+        assert fact.superseding_event is not None
+        found["superseded"] = Reason(
+            "superseded", (fact.superseding_event,), (fact.superseded_by.id,)
+        )
+    return found
+
+
+def _precedence(candidates: list[FactRecord], codes: dict[str, Codes]) -> None:
+    """Phase 2 within one key: the highest authority then the most specific scope wins."""
+    if len(candidates) < 2:
+        return
+    top_rank = max(f.rank for f in candidates)
+    top_spec = max(specificity(f.scope) for f in candidates if f.rank == top_rank)
+    winners = [f for f in candidates if f.rank == top_rank and specificity(f.scope) == top_spec]
+    events = tuple(sorted({w.commit_event for w in winners if w.commit_event}))
+    facts = tuple(sorted(w.id for w in winners))
+    for fact in candidates:
+        if fact in winners:
+            continue
+        code = "outranked" if fact.rank < top_rank else "overridden"
+        codes[fact.id][code] = Reason(code, events, facts)
+
+
+def _may_see(fact: FactRecord, actor: Actor, granted: bool, clearance: int, policy: Policy) -> bool:
+    vis = fact.event.visibility
+    roles = (vis.roles if vis else None) or ()
+    actors = (vis.actors if vis else None) or ()
+    listed = (
+        (not roles and not actors)
+        or actor.id in actors
+        or any(role in actor.roles for role in roles)
+        or granted
+    )
+    return listed and clearance >= policy.clearance_rank(vis.clearance if vis else None)
+
+
+class Access:
+    """Phase 3's grants: whether a grant gives ``actor`` sight of a fact, over one fold.
+
+    Per grantee, the grants and revokes reaching a fact (by fact, or by its key at
+    or above its authority) form one stream in log order: any revoke ends, any grant
+    starts. A key grant never reaches a fact restricted to named ``actors``. Key
+    streams are worked out once per (key, grantee, rank, restriction); make a new
+    ``Access`` after the fold has taken more events.
+    """
+
+    def __init__(self, fold: FoldState, actor: Actor) -> None:
+        self.fold = fold
+        self.grantees = (*(f"role:{role}" for role in actor.roles), f"actor:{actor.id}")
+        self._streams: dict[tuple[str, str, int, bool], list[Change]] = {}
+        self._replays: dict[tuple[str, str, int, bool], tuple[bool, tuple[int, str] | None]] = {}
+
+    def events(self, fact: FactRecord) -> tuple[bool, str | None]:
+        """Whether access is granted at t, and the latest event, over the actor's grantees,
+        that changed it."""
+        granted = False
+        latest: tuple[int, str] | None = None
+        restricted = bool(fact.event.visibility and fact.event.visibility.actors)
+        key = fact.event.key
+        for grantee in self.grantees:
+            by_fact = self.fold.fact_access.get((fact.id, grantee))
+            if (key, grantee) not in self.fold.key_access and by_fact is None:
+                continue
+            slot = (key, grantee, fact.rank, restricted)
+            if by_fact is None:  # the key's stream alone: one answer per slot
+                if slot not in self._replays:
+                    self._replays[slot] = _replay(iter(self._key_stream(slot)))
+                active, change = self._replays[slot]
+            else:
+                active, change = _replay(heapq.merge(by_fact.changes, self._key_stream(slot)))
+            if change is not None and (latest is None or change[0] > latest[0]):
+                latest = change
+            granted = granted or active
+        return granted, None if latest is None else latest[1]
+
+    def _key_stream(self, slot: tuple[str, str, int, bool]) -> list[Change]:
+        if slot not in self._streams:
+            key, grantee, rank, restricted = slot
+            access = self.fold.key_access.get((key, grantee))
+            self._streams[slot] = [
+                c for c in (access.changes if access else ())
+                if c[3] >= rank and not (c[1] and restricted)
+            ]
+        return self._streams[slot]
+
+
+def _replay(changes: Iterator[Change]) -> tuple[bool, tuple[int, str] | None]:
+    """One grantee's stream in log order: whether it ends granted, and the (position, event)
+    of its last change (a grant of what is granted, or a revoke of what is not, changes nothing)."""
+    active = False
+    latest = None
+    for pos, is_grant, event_id, _ in changes:
+        if is_grant != active:
+            active = is_grant
+            latest = (pos, event_id)
+    return active, latest
+
+
+# -- phase 4, per fact -------------------------------------------------------------------
+
+
+def inherit(
+    fact: FactRecord,
+    own: Codes,
+    origins: Mapping[str, Origins],
+    owns: Mapping[str, Codes],
+    *,
+    flag: bool,
+) -> tuple[Codes, Origins, set[str] | None]:
+    """Phase 4 for one fact whose dependencies are decided: its final codes, its origins, and
+    (under ``flag``) the stale origins that make it admitted with needs_recheck.
+
+    Per group (validity, visibility), a fact's *origin* is itself when it carries a code of
+    the group that is its own (not inherited), else the smallest origin of its dependencies
+    in the group. A dependency reason names the direct dependencies having an origin, their
+    origins, and the events of the origins' own reasons (``owns``), so its size is bounded
+    by the fact's own ``depends_on``. Origins pass through hidden facts too, and in ``flag``
+    mode.
+    """
+    final = dict(own)
+    deps = fact.event.depends_on or ()
+    direct: list[dict[str, str]] = []
+    for group in range(2):
+        found: dict[str, str] = {}
+        for dep in deps:
+            of_dep = origins.get(dep)
+            source = None if of_dep is None else of_dep[group]
+            if source is not None:
+                found[dep] = source
+        direct.append(found)
+    for group, (wanted, code) in enumerate(_GROUPS):
+        found = direct[group]
+        if not found or (flag and group == 0):
+            continue
+        sources = set(found.values())
+        events = {e for o in sources for c, r in owns[o].items() if c in wanted for e in r.events}
+        final[code] = Reason(code, tuple(sorted(events)), tuple(sorted(sources | set(found))))
+    recheck = set(direct[0].values()) if flag and direct[0] and not final else None
+    mine = tuple(
+        fact.id if wanted & own.keys() else (min(direct[g].values()) if direct[g] else None)
+        for g, (wanted, _) in enumerate(_GROUPS)
+    )
+    return final, (mine[0], mine[1]), recheck
+
+
+# -- per fact and per key: the records of the resolution --------------------------------
+
+
+def decision(fact: FactRecord, codes: Codes, recheck: bool, policy: Policy) -> Admitted | Excluded:
+    """The record a resolution gives one fact."""
+    e = fact.event
+    if codes:
+        reasons = tuple(codes[code] for code in sorted(codes))
+        return Excluded(fact=fact.id, key=e.key, reasons=reasons)
+    return Admitted(
+        fact=fact.id,
+        key=e.key,
+        value=e.value,
+        scope=fact.scope,
+        authority=policy.authority_ladder[fact.rank],
+        kind=e.kind or "fact",
+        priority=e.priority or "hard",
+        needs_recheck=recheck,
+    )
+
+
+def key_access_ignored(
+    facts: Iterable[FactRecord], grants: Iterable[tuple[str, str, int]]
+) -> set[tuple[str, str, str]]:
+    """A key-wide grant or revoke (``grants``: event id, key, rank, all of one key) below the
+    authority of some fact of the key is ignored once, naming the smallest such fact id."""
+    above: dict[int, str] = {}  # rank r -> smallest fact id of the key ranked above r
+    grants = list(grants)
+    if not grants:
+        return set()
+    for fact in facts:
+        for rank in range(fact.rank):
+            if rank not in above or fact.id < above[rank]:
+                above[rank] = fact.id
+    return {(event_id, _INSUFFICIENT, above[rank]) for event_id, _, rank in grants if rank in above}
+
+
+def known_unknown(
+    facts: Iterable[FactRecord], codes: Mapping[str, Codes], policy: Policy
+) -> bool:
+    """Whether a key is a known unknown: an in-scope fact but no admitted fact (access-hidden
+    facts only count when the policy discloses restricted keys)."""
+    in_scope = []
+    for fact in facts:
+        found = codes[fact.id]
+        if not found:
+            return False
+        if "out_of_scope" not in found:
+            in_scope.append(found)
+    if not in_scope:
+        return False
+    return bool(policy.restricted_keys) or not all(HIDDEN & c.keys() for c in in_scope)
+
+
+# -- all of it over one fold -------------------------------------------------------------
+
+
+def conclude(
+    fold: FoldState, actor: Actor, at: datetime, policy: Policy, head: str, tree: TreeHead
+) -> Resolution:
+    """Phases 1-4 over the folded facts of one tenant, then experiences and known unknowns."""
+    by_key: dict[str, list[FactRecord]] = defaultdict(list)
+    for fact in fold.order:
+        by_key[fact.event.key].append(fact)
+    access = Access(fold, actor)
+    owns: dict[str, Codes] = {}
+    for facts in by_key.values():
+        owns.update(own_codes(facts, actor, at, policy, access))
+    flag = policy.dependency_mode == "flag"
+    codes: dict[str, Codes] = {}
+    origins: dict[str, Origins] = {}
+    recheck: dict[str, set[str]] = {}
+    for fact in fold.order:  # log order: every dependency is final before its dependents
+        codes[fact.id], origins[fact.id], stale = inherit(
+            fact, owns[fact.id], origins, owns, flag=flag
+        )
+        if stale is not None:
+            recheck[fact.id] = stale
+    decided = [decision(f, codes[f.id], f.id in recheck, policy) for f in fold.order]
+    admitted = sorted((d for d in decided if isinstance(d, Admitted)), key=lambda a: a.fact)
+    excluded = sorted((d for d in decided if isinstance(d, Excluded)), key=lambda x: x.fact)
+    grants: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
+    for grant in fold.key_grant_events:
+        grants[grant[1]].append(grant)
+    ignored = set(fold.ignored)
+    for key, key_grants in grants.items():
+        ignored |= key_access_ignored(by_key.get(key, ()), key_grants)
+    admitted_ids = {a.fact for a in admitted}
+    replacements: dict[str, str | None] = {}
+    return Resolution(
+        actor=actor,
+        at=at,
+        policy=policy.digest,
+        log=head,
+        tree=tree,
+        admitted=tuple(admitted),
+        excluded=tuple(excluded),
+        experiences=tuple(
+            sorted(
+                (verdict_of(x, codes, admitted_ids, recheck, memo=replacements)
+                 for x in fold.experiences),
+                key=lambda v: v.experience,
+            )
+        ),
+        ignored=tuple(Ignored(event=e, code=c, fact=f) for e, c, f in sorted(ignored)),
+        known_unknowns=tuple(
+            sorted(k for k, facts in by_key.items() if known_unknown(facts, codes, policy))
+        ),
+        recheck_inputs=tuple(sorted((f, tuple(sorted(o))) for f, o in recheck.items())),
+        positions=tuple(sorted(fold.positions.items())),
+        retract_reasons=tuple(
+            sorted((f.id, f.retract_reason) for f in fold.order if f.retract_reason is not None)
+        ),
+    )
