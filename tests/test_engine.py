@@ -337,3 +337,37 @@ def test_engine_starts_empty_and_appends_json_lines() -> None:
     assert isinstance(decision["F1"], gamma.Admitted)
     with pytest.raises(gamma.UnknownReferenceError):
         engine.check({"id": "gina", "tenant": "globex"}, "2030-01-01T00:00:00Z", ["F1"])
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (2**60, gamma.ValueTypeError),
+        (-(2**53), gamma.ValueTypeError),
+        (1.5, gamma.ValueTypeError),
+        (float("nan"), gamma.JSONSyntaxError),
+        ("\ud800", gamma.ValueTypeError),
+        ({1, 2}, gamma.ValueTypeError),
+    ],
+)
+@pytest.mark.parametrize("as_event", [False, True])
+def test_objects_from_python_obey_the_rules_of_a_json_line(
+    value: object, error: type[gamma.InputError], as_event: bool
+) -> None:
+    """A dict or a hand-built Event is refused for what its JSON line would be refused for."""
+    (event,) = stamp([A("F1", "region", "EMEA")])
+    item: Any = {**event, "value": value}
+    if as_event:
+        item = gamma.parse_events([json.dumps(event)])[0]
+        object.__setattr__(item, "value", value)  # what a careless caller's object can hold
+    engine = gamma.Engine()
+    with pytest.raises(error) as raised:
+        engine.append([item])
+    assert raised.value.line == 1
+    assert engine.events == ()
+
+
+def test_a_dict_and_its_json_line_append_the_same_bytes() -> None:
+    (event,) = stamp([A("F1", "region", "EMEA ✓ é")])
+    from_dict, from_line = gamma.Engine(), gamma.Engine()
+    assert from_dict.append([event]).head == from_line.append([json.dumps(event)]).head

@@ -329,15 +329,30 @@ def batch_objects(
         if isinstance(item, str):
             if item.strip():
                 yield number, decode_json(item, source=source, line=number), True
-        elif isinstance(item, Mapping):
-            yield number, dict(item), False
-        elif isinstance(item, Event):
-            yield number, event_to_json(item), False
+        elif isinstance(item, (Mapping, Event)):
+            yield number, _as_json_object(item, source=source, line=number), True
         else:
             raise InputError(
                 f"an event must be a JSON line, an object or an Event, not {type(item).__name__}",
                 source=source, line=number,
             )
+
+
+def _as_json_object(
+    item: Mapping[str, Any] | Event, *, source: str | None, line: int
+) -> Any:
+    """An object or Event handed in from Python, held to the rules of a JSON line.
+
+    Written out and read back by ``decode_json``: what a line cannot hold (an integer past
+    2^53, a float, NaN, a lone surrogate, a value JSON has no form for) is the same input
+    error, naming the field, whichever way the event arrived.
+    """
+    obj = dict(item) if isinstance(item, Mapping) else event_to_json(item)
+    try:
+        text = json.dumps(obj, sort_keys=True, separators=(",", ":"))  # \u-escaped: surrogates show
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueTypeError(f"not a JSON event ({exc})", source=source, line=line) from None
+    return decode_json(text, source=source, line=line)
 
 
 def canonical_event(event: Event) -> str:
