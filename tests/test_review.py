@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 import gamma
-from gamma.core.canonical import parse_ts
+from gamma.core.canonical import canonical_json, parse_ts
 from gamma.core.events import parse_actor
 from gamma.core.policy import DEFAULT_POLICY
 from gamma.review import jobs
-from gamma.review.jobs import Partition, partition, review_tenant
 from gamma.review.run import Failure, pool, run_review, serial
+from gamma.review.tasks import ReviewDone, ReviewTask, review_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import tenants  # noqa: E402
@@ -34,12 +34,18 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_partition_equals_whole_log_resolution_for_every_actor() -> None:
-    results = {}
-    for part in partition(EVENTS, ACTORS, AT, DEFAULT_POLICY):
-        for line in review_tenant(part).lines.splitlines():
+def _rows(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    rows = {}
+    for path in (root / "tenants").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
             row = json.loads(line)
-            results[(part.tenant, row["actor"])] = row
+            rows[(row["resolution"]["actor"]["tenant"], row["actor"])] = row
+    return rows
+
+
+def test_partition_equals_whole_log_resolution_for_every_actor(tmp_path: Path) -> None:
+    run_review(LINES, ACTORS, AT, DEFAULT_POLICY, tmp_path)
+    results = _rows(tmp_path)
     assert len(results) == len(ACTORS)
     for actor in ACTORS:
         whole = gamma.resolve(EVENTS, actor, AT).to_dict()
@@ -58,9 +64,11 @@ def test_partition_equals_whole_log_resolution_for_every_actor() -> None:
 
 
 def test_summary_matches_per_actor_resolutions(tmp_path: Path) -> None:
-    summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path)
-    on_disk = json.loads((tmp_path / "summary.json").read_text())
-    assert on_disk == summary
+    returned = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path)
+    text = (tmp_path / "summary.json").read_text()
+    summary = json.loads(text)
+    assert text == canonical_json(summary) + "\n"
+    assert returned["tenants"] == sorted(summary["tenants"]) and returned["events"] == len(EVENTS)
     checked = 0
     for actor in ACTORS:
         res = gamma.resolve(EVENTS, actor, AT)
@@ -105,10 +113,10 @@ def test_serial_and_pool_byte_identical(tmp_path: Path) -> None:
     assert a == _tree(tmp_path / "b") == _tree(tmp_path / "c")
 
 
-def _boom(part: Partition) -> Any:
-    if part.tenant == "t0003":
+def _boom(task: ReviewTask) -> ReviewDone:
+    if task.tenant == "t0003":
         raise ValueError("bad partition")
-    return review_tenant(part)
+    return review_job(task)
 
 
 def test_failed_partition_is_reported_others_written(tmp_path: Path) -> None:
@@ -120,14 +128,14 @@ def test_failed_partition_is_reported_others_written(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.rglob(".*tmp")]
 
 
-def _die_once(part: Partition) -> Any:
+def _die_once(task: ReviewTask) -> ReviewDone:
     """Kill this worker process the first time it takes tenant t0005 (a marker file says so)."""
     marker = Path(os.environ["GAMMA_TEST_MARKER"])
-    if part.tenant == "t0005" and not marker.exists():
+    if task.tenant == "t0005" and not marker.exists():
         marker.write_text(str(os.getpid()))
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(10)
-    return review_tenant(part)
+    return review_job(task)
 
 
 def test_pool_worker_killed_mid_partition_is_rerun(tmp_path: Path, monkeypatch: Any) -> None:
