@@ -56,6 +56,10 @@ def _digest(root: Path) -> str:
 
 
 def _peak() -> int:
+    """This process's own peak RSS in KiB (VmHWM: unlike ru_maxrss, not inherited by a child)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 

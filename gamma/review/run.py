@@ -213,8 +213,8 @@ def run_review(
 
 
 def _ship(found: Split, tenant: str, source: Log) -> Shipment:
-    return Shipment(tenant=tenant, events=found.spooled[tenant], path=str(found.path(tenant)),
-                    source=source.source)  # fmt: skip
+    return Shipment(tenant=tenant, events=found.spooled[tenant], path=str(found.path),
+                    chunks=tuple(found.chunks[tenant]), source=source.source)  # fmt: skip
 
 
 def _publish(path: Path, done: ReviewDone) -> None:

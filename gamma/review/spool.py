@@ -1,8 +1,8 @@
 """The partitioning pass: the log streamed once, each tenant's events spooled to its own file.
 
 The parent never holds the parsed log. Each line is decoded, its canonical text
-computed (the bytes the chain covers) and appended to its tenant's spool file as
-``POSITION LINE CANONICAL``; the whole log's chain and tree heads are taken at the
+computed (the bytes the chain covers) and spooled as ``POSITION LINE CANONICAL``, in
+chunks of one tenant each, to one spool file; the whole log's chain and tree heads are taken at the
 positions the jobs need. The checks that span tenants (``ts`` order, unique event,
 fact and experience ids) run here; everything else is checked by the worker that
 parses the partition (``gamma.review.tasks``), naming the same source and line.
@@ -10,10 +10,11 @@ parses the partition (``gamma.review.tasks``), naming the same source and line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import attrs
@@ -41,9 +42,8 @@ _TIMES = ("ts", "valid_from", "valid_until")
 _FLUSH_BYTES = 16 << 20  # spool buffers are written out past this many bytes
 
 
-@attrs.frozen
-class _Line:
-    """One event as the pass sees it: where it is, and the little it needs of it."""
+class _Line(NamedTuple):
+    """One event as the pass sees it: where it is, the little it needs of it, and its text."""
 
     line: int
     id: str
@@ -52,6 +52,7 @@ class _Line:
     canonical: str
     kind: str | None
     unique: str | None  # the fact id of an assert, the experience id of an experience
+    text: str  # what the worker parses: the line as written (or the canonical text)
 
 
 @attrs.frozen
@@ -70,29 +71,47 @@ def spool_name(tenant: str) -> str:
     return quote(tenant, safe="") + ".jsonl"
 
 
-def _from_object(obj: Any, line: int, policy: Policy, source: str | None) -> _Line:
-    """The pass's view of one decoded event; a malformed one is parsed in full for its error."""
+def _instant(value: Any) -> tuple[datetime, str]:
+    """A timestamp and its canonical text; the common canonical whole-second form
+    (``YYYY-MM-DDTHH:MM:SSZ``) without the general parser, which gives the same instant."""
+    if isinstance(value, str) and len(value) == 20 and value[19] == "Z" and value[10] == "T":
+        if value[4] == value[7] == "-" and value[13] == value[16] == ":" and value.isascii():
+            try:
+                return datetime.fromisoformat(value), value
+            except ValueError:
+                pass
+    instant = parse_ts(value)
+    return instant, format_ts(instant)
+
+
+def _from_object(text: str, line: int, policy: Policy, source: str | None) -> _Line:
+    """The pass's view of one line (strict decoding and every per-event check are the
+    worker's); a line this cannot read is decoded and parsed in full for its error."""
     try:
-        body = dict(obj)
+        body = json.loads(text)
+        ts = None
         for name in _TIMES:
             if name in body:
-                body[name] = format_ts(parse_ts(body[name]))
+                instant, body[name] = _instant(body[name])
+                ts = instant if name == "ts" else ts
         event_id, tenant, kind = body["id"], body["tenant"], body.get("type")
-        if not (isinstance(event_id, str) and isinstance(tenant, str)):
+        if ts is None or not (isinstance(event_id, str) and isinstance(tenant, str)):
             raise TypeError
         unique = body.get("fact") if kind == "assert" else body.get("experience")
-        return _Line(line, event_id, tenant, parse_ts(body["ts"]), compact_json(body),
+        return _Line(line, event_id, tenant, ts, compact_json(body),
                      kind if isinstance(kind, str) else None,
-                     unique if isinstance(unique, str) else None)  # fmt: skip
-    except (TypeError, ValueError, KeyError):
-        event = event_from_json(obj, policy=policy, source=source, line=line)  # raises the error
+                     unique if isinstance(unique, str) else None, text)  # fmt: skip
+    except (TypeError, ValueError, KeyError, AttributeError):
+        obj = decode_json(text, source=source, line=line)  # raises the error, or
+        event = event_from_json(obj, policy=policy, source=source, line=line)  # this does
         return _from_event(event, line)
 
 
 def _from_event(event: Event, line: int) -> _Line:
     kind = type(event).__name__.lower()
     unique = getattr(event, "fact", None) if kind == "assert" else getattr(event, "experience", None)
-    return _Line(line, event.id, event.tenant, event.ts, canonical_event(event), kind, unique)
+    canonical = canonical_event(event)
+    return _Line(line, event.id, event.tenant, event.ts, canonical, kind, unique, canonical)
 
 
 def _file_lines(path: Path, policy: Policy, source: str) -> Iterator[_Line]:
@@ -104,13 +123,12 @@ def _file_lines(path: Path, policy: Policy, source: str) -> Iterator[_Line]:
                 raise JSONSyntaxError(f"not UTF-8: {exc.reason} at byte {exc.start}",
                                       source=source, line=number) from None  # fmt: skip
             if text.strip():
-                yield _from_object(decode_json(text, source=source, line=number), number,
-                                   policy, source)  # fmt: skip
+                yield _from_object(text.rstrip("\r\n"), number, policy, source)
 
 
 def _store_lines(store: Store) -> Iterator[_Line]:
     for position, body in enumerate(store.export(), start=1):
-        yield _from_object(decode_json(body), position, store.policy, str(store.path))
+        yield _from_object(body, position, store.policy, str(store.path))
 
 
 def _given_lines(items: Iterable[str | Event], policy: Policy) -> Iterator[_Line]:
@@ -118,7 +136,7 @@ def _given_lines(items: Iterable[str | Event], policy: Policy) -> Iterator[_Line
         if isinstance(item, Event):
             yield _from_event(item, number)
         elif item.strip():
-            yield _from_object(decode_json(item, line=number), number, policy, None)
+            yield _from_object(item.rstrip("\r\n"), number, policy, None)
 
 
 def open_source(log: LogLike, policy: Policy | None) -> Log:
@@ -141,31 +159,27 @@ def open_source(log: LogLike, policy: Policy | None) -> Log:
 
 @attrs.frozen
 class Split:
-    """What the pass found: the spooled events per tenant, the log's length and heads."""
+    """What the pass found: where each tenant's events lie in the spool, the log's length
+    and heads."""
 
-    root: Path
+    path: Path
+    chunks: dict[str, list[tuple[int, int]]]
     spooled: dict[str, int]
     total: int
     heads: dict[int, tuple[str, TreeHead]]
     upto: dict[datetime, int]
 
-    def path(self, tenant: str) -> Path:
-        return self.root / spool_name(tenant)
-
-    def heads_at(self, count: int) -> tuple[str, TreeHead]:
-        return self.heads[count]
-
 
 class _Spool:
-    """Per-tenant buffers, appended to their files when they grow past a bound."""
+    """One file; per-tenant buffers appended to it as one chunk each when they grow past a
+    bound, so a tenant's events lie in a few ``(offset, length)`` chunks, in log order."""
 
-    def __init__(self, root: Path, tenants: Iterable[str]) -> None:
-        self.root = root
+    def __init__(self, path: Path, tenants: Iterable[str]) -> None:
+        self.handle = open(path, "wb")  # noqa: SIM115 (closed by close(), after the pass)
         self.buffers: dict[str, list[str]] = {t: [] for t in tenants}
+        self.chunks: dict[str, list[tuple[int, int]]] = {t: [] for t in self.buffers}
         self.counts = dict.fromkeys(self.buffers, 0)
         self.size = 0
-        for tenant in self.buffers:
-            (root / spool_name(tenant)).touch()
 
     def add(self, tenant: str, text: str) -> None:
         self.buffers[tenant].append(text)
@@ -177,10 +191,15 @@ class _Spool:
     def flush(self) -> None:
         for tenant, buffer in self.buffers.items():
             if buffer:
-                with open(self.root / spool_name(tenant), "a", encoding="utf-8") as handle:
-                    handle.write("".join(buffer))
+                data = "".join(buffer).encode("utf-8")
+                self.chunks[tenant].append((self.handle.tell(), len(data)))
+                self.handle.write(data)
                 buffer.clear()
         self.size = 0
+
+    def close(self) -> None:
+        self.flush()
+        self.handle.close()
 
 
 def split(
@@ -193,11 +212,12 @@ def split(
     until: datetime | None = None,
     limit: int | None = None,
 ) -> Split:
-    """Stream ``log`` once: spool ``tenants``' events with ``ts <= until`` among the first
+    """Stream ``log`` once: spool (in ``root``) ``tenants``' events with ``ts <= until`` among the first
     ``limit``; keep the whole log's heads after each of ``counts`` and after the events with
     ``ts <=`` each of ``times`` (``upto``). Cross-tenant checks raise InputError naming the line.
     """
-    spool = _Spool(root, tenants)
+    path = root / "partitions.spool"
+    spool = _Spool(path, tenants)
     pending = sorted(set(times))
     wanted = set(counts)
     running = Heads()
@@ -213,43 +233,45 @@ def split(
 
     if 0 in wanted:
         keep()
-    for item in log.lines:
-        if last is not None and item.ts < last:
-            raise TimestampOrderError("ts goes backwards along the log", source=log.source,
-                                      line=item.line, field="ts")  # fmt: skip
-        if item.id in seen:
-            raise DuplicateIdError(f"event id {item.id!r} is already used", source=log.source,
-                                   line=item.line, field="id")  # fmt: skip
-        if item.unique is not None and item.kind in ("assert", "experience"):
-            field = "fact" if item.kind == "assert" else "experience"
-            if (field, item.unique) in unique:
-                done = "asserted" if field == "fact" else "used"
-                raise DuplicateIdError(f"{field} id {item.unique!r} is already {done}",
-                                       source=log.source, line=item.line, field=field)  # fmt: skip
-            unique.add((field, item.unique))
-        seen.add(item.id)
-        last = item.ts
-        while pending and item.ts > pending[0]:
-            upto[pending.pop(0)] = position
-            if position not in heads:
+    try:
+        for item in log.lines:
+            if last is not None and item.ts < last:
+                raise TimestampOrderError("ts goes backwards along the log", source=log.source,
+                                          line=item.line, field="ts")  # fmt: skip
+            if item.id in seen:
+                raise DuplicateIdError(f"event id {item.id!r} is already used", source=log.source,
+                                       line=item.line, field="id")  # fmt: skip
+            if item.unique is not None and item.kind in ("assert", "experience"):
+                field = "fact" if item.kind == "assert" else "experience"
+                if (field, item.unique) in unique:
+                    done = "asserted" if field == "fact" else "used"
+                    raise DuplicateIdError(f"{field} id {item.unique!r} is already {done}",
+                                           source=log.source, line=item.line, field=field)  # fmt: skip
+                unique.add((field, item.unique))
+            seen.add(item.id)
+            last = item.ts
+            while pending and item.ts > pending[0]:
+                upto[pending.pop(0)] = position
+                if position not in heads:
+                    keep()
+            running.add(item.canonical)
+            position += 1
+            if position in wanted:
                 keep()
-        running.add(item.canonical)
-        position += 1
-        if position in wanted:
+            in_time = until is None or item.ts <= until
+            in_count = limit is None or position <= limit
+            if in_time and in_count and item.tenant in spool.buffers:
+                spool.add(item.tenant, f"{position} {item.line} {item.text}\n")
+        for time in pending:
+            upto[time] = position
             keep()
-        in_time = until is None or item.ts <= until
-        in_count = limit is None or position <= limit
-        if in_time and in_count and item.tenant in spool.buffers:
-            spool.add(item.tenant, f"{position} {item.line} {item.canonical}\n")
-    for time in pending:
-        upto[time] = position
-        keep()
-    spool.flush()
+    finally:
+        spool.close()
     if log.store is not None:
         _check_store(log.store, position, running)
     for count in wanted:  # counts past the end of the log have no heads: their jobs say so
         heads.setdefault(count, heads.get(min(count, position), (running.log, running.tree)))
-    return Split(root, spool.counts, position, heads, upto)
+    return Split(path, spool.chunks, spool.counts, position, heads, upto)
 
 
 def _check_store(store: Store, count: int, running: Heads) -> None:

@@ -33,19 +33,29 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class Shipment:
-    """One tenant's spooled events: ``POSITION LINE CANONICAL`` lines, by path or as bytes."""
+    """One tenant's spooled events (``POSITION LINE CANONICAL`` lines): chunks of a spool
+    file on this machine, or their bytes."""
 
     tenant: str
     events: int
     path: str | None = None
+    chunks: tuple[tuple[int, int], ...] = ()
     data: bytes | None = None
     source: str | None = None
 
+    def read(self) -> bytes:
+        if self.data is not None or self.path is None:
+            return self.data or b""
+        parts = []
+        with open(self.path, "rb") as handle:
+            for offset, length in self.chunks:
+                handle.seek(offset)
+                parts.append(handle.read(length))
+        return b"".join(parts)
+
     def loaded(self) -> Shipment:
         """The same shipment carrying its bytes, for a worker that cannot read this disk."""
-        if self.data is not None or self.path is None:
-            return self
-        return attrs.evolve(self, data=Path(self.path).read_bytes(), path=None)
+        return attrs.evolve(self, data=self.read(), path=None, chunks=())
 
 
 def load(ship: Shipment, policy: Policy) -> tuple[tuple[Event, ...], tuple[int, ...]]:
@@ -53,7 +63,7 @@ def load(ship: Shipment, policy: Policy) -> tuple[tuple[Event, ...], tuple[int, 
 
     Errors name the log and the line the event had there.
     """
-    data = ship.data if ship.data is not None else Path(str(ship.path)).read_bytes()
+    data = ship.read()
     pairs: list[tuple[int | None, Event]] = []
     positions: list[int] = []
     for raw in data.decode("utf-8").split("\n"):
