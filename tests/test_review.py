@@ -152,15 +152,17 @@ def test_dask_local_cluster_byte_identical_and_survives_a_killed_worker(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     distributed = pytest.importorskip("distributed")
-    from gamma.review.on_dask import dask
+    from gamma.review.on_dask import dask, on_this_host
 
     monkeypatch.setenv("GAMMA_TEST_MARKER", str(tmp_path / "killed"))
     run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "a", since=SINCE)
     with distributed.LocalCluster(
         n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
     ) as cluster, distributed.Client(cluster) as client:
+        assert on_this_host(client)
+        # as on a cluster of machines: partitions go as bytes, results come back as text
         run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "b", since=SINCE,
-                   executor=dask(client))  # fmt: skip
+                   executor=dask(client, shared=False, in_flight=1))  # fmt: skip
         summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "c", since=SINCE,
                              executor=dask(client), job=_die_once)  # fmt: skip
     assert (tmp_path / "killed").exists()

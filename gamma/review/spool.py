@@ -84,9 +84,12 @@ def _instant(value: Any) -> tuple[datetime, str]:
     return instant, format_ts(instant)
 
 
-def _from_object(text: str, line: int, policy: Policy, source: str | None) -> _Line:
+def _from_object(
+    text: str, line: int, policy: Policy, source: str | None, *, canonical: bool = False
+) -> _Line:
     """The pass's view of one line (strict decoding and every per-event check are the
-    worker's); a line this cannot read is decoded and parsed in full for its error."""
+    worker's); a line this cannot read is decoded and parsed in full for its error.
+    ``canonical``: the text is already the event's canonical text (a store's body)."""
     try:
         body = json.loads(text)
         ts = None
@@ -98,7 +101,7 @@ def _from_object(text: str, line: int, policy: Policy, source: str | None) -> _L
         if ts is None or not (isinstance(event_id, str) and isinstance(tenant, str)):
             raise TypeError
         unique = body.get("fact") if kind == "assert" else body.get("experience")
-        return _Line(line, event_id, tenant, ts, compact_json(body),
+        return _Line(line, event_id, tenant, ts, text if canonical else compact_json(body),
                      kind if isinstance(kind, str) else None,
                      unique if isinstance(unique, str) else None, text)  # fmt: skip
     except (TypeError, ValueError, KeyError, AttributeError):
@@ -128,7 +131,7 @@ def _file_lines(path: Path, policy: Policy, source: str) -> Iterator[_Line]:
 
 def _store_lines(store: Store) -> Iterator[_Line]:
     for position, body in enumerate(store.export(), start=1):
-        yield _from_object(body, position, store.policy, str(store.path))
+        yield _from_object(body, position, store.policy, str(store.path), canonical=True)
 
 
 def _given_lines(items: Iterable[str | Event], policy: Policy) -> Iterator[_Line]:
@@ -224,7 +227,8 @@ def split(
     heads: dict[int, tuple[str, TreeHead]] = {}
     upto: dict[datetime, int] = {}
     seen: set[str] = set()
-    unique: set[tuple[str, str]] = set()
+    facts: set[str] = set()
+    experiences: set[str] = set()
     last: datetime | None = None
     position = 0
 
@@ -242,12 +246,12 @@ def split(
                 raise DuplicateIdError(f"event id {item.id!r} is already used", source=log.source,
                                        line=item.line, field="id")  # fmt: skip
             if item.unique is not None and item.kind in ("assert", "experience"):
-                field = "fact" if item.kind == "assert" else "experience"
-                if (field, item.unique) in unique:
+                field, ids = ("fact", facts) if item.kind == "assert" else ("experience", experiences)
+                if item.unique in ids:
                     done = "asserted" if field == "fact" else "used"
                     raise DuplicateIdError(f"{field} id {item.unique!r} is already {done}",
                                            source=log.source, line=item.line, field=field)  # fmt: skip
-                unique.add((field, item.unique))
+                ids.add(item.unique)
             seen.add(item.id)
             last = item.ts
             while pending and item.ts > pending[0]:
