@@ -64,11 +64,12 @@ def _peak() -> int:
 
 
 def measured_job(task: ReviewTask) -> ReviewDone:
-    """``review_job``, noting this worker's peak RSS so far in a file named by its pid."""
+    """``review_job``, noting this worker's peak RSS and CPU seconds so far in a file named
+    by its pid (CPU time says what the run would take on an idle machine, load aside)."""
     done = review_job(task)
     folder = os.environ.get(PEAKS)
     if folder:
-        Path(folder, str(os.getpid())).write_text(str(_peak()))
+        Path(folder, str(os.getpid())).write_text(f"{_peak()} {time.process_time()}")
     return done
 
 
@@ -82,11 +83,12 @@ def _write_log(path: str, n: int, tenant_count: int, actor_count: int, seed: int
     Path(path + ".actors.json").write_text(json.dumps({"actors": actors, "counts": counts}))
 
 
-def _worker_peaks(folder: Path) -> list[float]:
-    peaks = sorted(_mib(int(p.read_text())) for p in folder.iterdir())
+def _workers(folder: Path) -> tuple[list[float], list[float]]:
+    """Each worker's peak RSS (MiB) and CPU seconds, from the files it wrote; then forget them."""
+    rows = [p.read_text().split() for p in folder.iterdir()]
     shutil.rmtree(folder)
     folder.mkdir()
-    return peaks
+    return sorted(_mib(int(r[0])) for r in rows), sorted(round(float(r[1]), 1) for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,20 +126,28 @@ def main(argv: list[str] | None = None) -> int:
 
     def timed(name: str, executor: Any) -> None:
         before = _load()
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         run_review(log, actors, at, None, work / name, executor=executor, job=measured_job)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         runs[name] = {"wall_s": round(wall, 2), "events_per_s": round(args.events / wall),
-                      "loadavg_before": before, "loadavg_after": _load(),
-                      "digest": _digest(work / name)}  # fmt: skip
+                      "parent_cpu_s": round(cpu, 1), "loadavg_before": before,
+                      "loadavg_after": _load(), "digest": _digest(work / name)}  # fmt: skip
         shutil.rmtree(work / name)
+
+    def workers(name: str) -> None:
+        rss, cpu = _workers(peaks)
+        runs[name]["worker_peak_rss_mib"], runs[name]["worker_cpu_s"] = rss, cpu
+        # on an idle machine the run lasts about the parent's own work plus its busiest worker
+        runs[name]["idle_machine_speedup_estimate"] = round(
+            runs["serial"]["parent_cpu_s"] / (runs[name]["parent_cpu_s"] + max(cpu)), 2
+        )
 
     try:
         timed("serial", serial)
         runs["serial"]["parent_peak_rss_mib"] = _mib(_peak())
-        _worker_peaks(peaks)
+        _workers(peaks)
         timed("pool_2", pool(2))
-        runs["pool_2"]["worker_peak_rss_mib"] = _worker_peaks(peaks)
+        workers("pool_2")
         runs["pool_2"]["parent_peak_rss_mib"] = _mib(_peak())
         if not args.no_dask:
             import distributed  # optional extra, only for this row
@@ -148,8 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
             ) as cluster, distributed.Client(cluster) as client:
                 timed("dask_2", dask(client))
-                rss = client.run(_peak)
-            runs["dask_2"]["worker_peak_rss_mib"] = sorted(_mib(v) for v in rss.values())
+            workers("dask_2")
         digests = {run.pop("digest") for run in runs.values()}
         result["byte_identical"] = len(digests) == 1
         for name in runs:

@@ -19,10 +19,8 @@ __all__ = ["Partition", "TenantResult", "review_tenant"]
 
 @attrs.frozen(kw_only=True)
 class Partition:
-    """One tenant's events up to ``at``, its actors, and the whole log's heads at ``at``/``since``.
-
-    Everything a worker needs; nothing else of the log crosses processes.
-    """
+    """One tenant's parsed events up to ``at``, its actors, and the whole log's heads at
+    ``at``/``since``: what the pure job needs (a worker builds it from its shipped partition)."""
 
     tenant: str
     events: tuple[Event, ...]

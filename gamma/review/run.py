@@ -30,7 +30,7 @@ from gamma.core.errors import GammaError, InputError
 from gamma.core.model import Actor
 from gamma.core.policy import Policy
 from gamma.review.replays import RecordOutcome, RecordTask
-from gamma.review.spool import Log, LogLike, Split, open_source, split, spool_name
+from gamma.review.spool import Log, LogLike, Split, open_source, split, tenant_file
 from gamma.review.tasks import (
     ReplayTask,
     ReviewDone,
@@ -42,8 +42,7 @@ from gamma.review.tasks import (
 )
 
 __all__ = [
-    "Failure", "Executor", "serial", "pool", "guarded", "run_review", "run_replays", "write_atomic",
-    "tenant_file",
+    "Failure", "Executor", "serial", "pool", "guarded", "run_review", "run_replays",
 ]  # fmt: skip
 
 
@@ -106,16 +105,6 @@ def pool(workers: int, *, rounds: int = 3) -> Executor:
     return run
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary name in the same directory, then rename: never a half file."""
-    os.replace(write_temp(path.parent, path.name, text, "w"), path)
-
-
-def tenant_file(tenant: str) -> str:
-    """A tenant's JSONL file name (the tenant, percent-encoded)."""
-    return spool_name(tenant)
-
-
 def _source(log: LogLike | Log, policy: Policy | None) -> Log:
     return log if isinstance(log, Log) else open_source(log, policy)
 
@@ -125,14 +114,22 @@ def _largest_first(tasks: Iterable[Any]) -> list[Any]:
     return sorted(tasks, key=lambda t: (-t.ship.events, t.tenant))
 
 
-def _summary_text(fields: dict[str, Any], tenants: Mapping[str, str]) -> str:
-    """``canonical_json({**fields, "tenants": ...})`` from each tenant's canonical text.
-
-    ``tenants`` sorts after every other field, so its text closes the object.
-    """
-    assert all(key < "tenants" for key in fields)
-    body = ",".join(f"{compact_json(t)}:{tenants[t]}" for t in sorted(tenants))
-    return canonical_json(fields)[:-1] + ',"tenants":{' + body + "}}\n"
+def _write_summary(path: Path, fields: dict[str, Any], tenants: Mapping[str, ReviewDone]) -> None:
+    """``canonical_json({**fields, "tenants": ...})`` + newline, streamed from each tenant's
+    canonical summary text (its temporary file, read one at a time), under a temporary name
+    renamed when complete. ``tenants`` sorts after every other field."""
+    if any(key >= "tenants" for key in fields):
+        raise ValueError("the tenants field must close the summary")
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    with open(temp, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(canonical_json(fields)[:-1] + ',"tenants":{')
+        for i, tenant in enumerate(sorted(tenants)):
+            text = Path(str(tenants[tenant].summary_temp)).read_text("utf-8")
+            handle.write(("," if i else "") + compact_json(tenant) + ":" + text)
+        handle.write("}}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
 
 
 def run_review(
@@ -185,7 +182,7 @@ def run_review(
                 if isinstance(outcome, Failure):
                     failed[outcome.tenant] = outcome
                 else:
-                    done[outcome.tenant] = outcome
+                    done[outcome.tenant] = _spill(outcome, folder, token)
                 if on_done is not None:
                     on_done(task, outcome)
     finally:
@@ -196,11 +193,12 @@ def run_review(
         if bad:
             raise min(bad, key=lambda e: (e.line or 0, str(e)))
         for tenant in sorted(done):
-            _publish(folder / spool_name(tenant), done[tenant])
+            _publish(folder / tenant_file(tenant), done[tenant])
         for tenant in failed:  # a file left by an earlier run must not pass for this one's
-            (folder / spool_name(tenant)).unlink(missing_ok=True)
-    finally:
+            (folder / tenant_file(tenant)).unlink(missing_ok=True)
+    except BaseException:
         _sweep(folder, token)
+        raise
     fields = {
         "at": format_ts(at),
         "failed": [{"tenant": t, "error": failed[t].error} for t in sorted(failed)],
@@ -208,7 +206,10 @@ def run_review(
         "policy": source.policy.digest,
         "since": None if since is None else format_ts(since),
     }
-    write_atomic(root / "summary.json", _summary_text(fields, {t: d.summary for t, d in done.items()}))
+    try:
+        _write_summary(root / "summary.json", fields, done)
+    finally:
+        _sweep(folder, token)
     return {**fields, "events": found.total, "tenants": sorted(done)}
 
 
@@ -217,11 +218,19 @@ def _ship(found: Split, tenant: str, source: Log) -> Shipment:
                     chunks=tuple(found.chunks[tenant]), source=source.source)  # fmt: skip
 
 
+def _spill(done: ReviewDone, folder: Path, token: str) -> ReviewDone:
+    """Texts a remote worker sent back, to temporary files at once: the parent holds none."""
+    if done.lines is None and done.summary is None:
+        return done
+    name = tenant_file(done.tenant)
+    temp = done.temp or str(write_temp(folder, name, done.lines or "", token))
+    summary = done.summary_temp or str(write_temp(folder, name + ".summary", done.summary or "",
+                                                  token, sync=False))  # fmt: skip
+    return attrs.evolve(done, temp=temp, lines=None, summary_temp=summary, summary=None)
+
+
 def _publish(path: Path, done: ReviewDone) -> None:
-    if done.temp is not None:
-        os.replace(done.temp, path)
-    else:
-        write_atomic(path, done.lines or "")
+    os.replace(str(done.temp), path)
 
 
 def _sweep(folder: Path, token: str) -> None:

@@ -34,7 +34,7 @@ from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.storage.store import Store, is_store
 
-__all__ = ["Split", "split", "Log", "LogLike", "open_source", "spool_name"]
+__all__ = ["Split", "split", "Log", "LogLike", "open_source", "tenant_file"]
 
 #: a path (a JSONL file or a store), or the log itself as JSON lines or events
 LogLike = str | Path | Iterable[str | Event]
@@ -66,7 +66,7 @@ class Log:
     store_policy: Policy | None = None
 
 
-def spool_name(tenant: str) -> str:
+def tenant_file(tenant: str) -> str:
     """A tenant's file name (percent-encoded, so any tenant name is one safe name)."""
     return quote(tenant, safe="") + ".jsonl"
 

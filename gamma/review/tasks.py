@@ -23,7 +23,7 @@ from gamma.core.model import Actor, Event
 from gamma.core.policy import Policy
 from gamma.review.jobs import Partition, review_tenant
 from gamma.review.replays import RecordOutcome, RecordTask, ReplayPartition, replay_tenant
-from gamma.review.spool import spool_name
+from gamma.review.spool import tenant_file
 
 __all__ = [
     "Shipment", "ReviewTask", "ReviewDone", "ReplayTask", "load", "review_job", "replay_job",
@@ -83,13 +83,15 @@ def temp_prefix(name: str, token: str) -> str:
     return f".{name}.{token}."
 
 
-def write_temp(directory: Path, name: str, text: str, token: str) -> Path:
-    """Write ``text`` to a fresh temporary name for ``name`` in ``directory``, synced."""
+def write_temp(directory: Path, name: str, text: str, token: str, *, sync: bool = True) -> Path:
+    """Write ``text`` to a fresh temporary name for ``name`` in ``directory`` (synced, unless
+    it is only read back by this run)."""
     temp = directory / f"{temp_prefix(name, token)}{secrets.token_hex(4)}.tmp"
     with open(temp, "w", encoding="utf-8", newline="\n") as handle:
         handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
     return temp
 
 
@@ -120,30 +122,39 @@ class ReviewTask:
 
 @attrs.frozen(kw_only=True)
 class ReviewDone:
-    """A tenant reviewed: its file (a temporary name to rename) or its text, and its summary."""
+    """A tenant reviewed: its file and its summary's canonical text, each as a temporary file
+    to rename or read (a worker sharing the output directory) or as text (one elsewhere)."""
 
     tenant: str
     events: int
     actors: int
     temp: str | None
     lines: str | None
-    summary: str
+    summary_temp: str | None
+    summary: str | None
 
 
 def review_job(task: ReviewTask) -> ReviewDone:
-    """Parse the partition, review every actor, write (or return) the tenant's JSONL."""
+    """Parse the partition, review every actor, write (or return) the tenant's JSONL and the
+    canonical text of its summary."""
     events, _ = load(task.ship, task.policy)
     result = review_tenant(Partition(
         tenant=task.tenant, events=events, actors=task.actors, at=task.at, head=task.head,
         tree=task.tree, policy=task.policy, since=task.since, since_head=task.since_head,
         since_tree=task.since_tree,
     ))  # fmt: skip
-    temp = None
-    if task.out is not None:
-        temp = str(write_temp(Path(task.out), spool_name(task.tenant), result.lines, task.token))
-    return ReviewDone(tenant=task.tenant, events=len(events), actors=len(task.actors), temp=temp,
-                      lines=None if temp is not None else result.lines,
-                      summary=compact_json(result.summary))  # fmt: skip
+    summary = compact_json(result.summary)
+    if task.out is None:
+        return ReviewDone(tenant=task.tenant, events=len(events), actors=len(task.actors),
+                          temp=None, lines=result.lines, summary_temp=None, summary=summary)  # fmt: skip
+    name = tenant_file(task.tenant)
+    folder = Path(task.out)
+    return ReviewDone(
+        tenant=task.tenant, events=len(events), actors=len(task.actors),
+        temp=str(write_temp(folder, name, result.lines, task.token)), lines=None,
+        summary_temp=str(write_temp(folder, name + ".summary", summary, task.token, sync=False)),
+        summary=None,
+    )
 
 
 @attrs.frozen(kw_only=True)
