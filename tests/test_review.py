@@ -344,3 +344,27 @@ def test_each_record_replays_under_its_own_policy(tmp_path: Path) -> None:
     wrong = {o.name for o in forced if not o.ok}
     assert wrong == {n for n, r in records.items() if r["policy"] == strict.digest}
     assert all("policy: the record was made under" in o.text for o in forced if not o.ok)
+
+
+def test_cli_review_bad_line_exits_2_and_replays_mixed_policies(tmp_path: Path, capsys: Any) -> None:
+    from gamma.audit.replay import write_audit
+    from gamma.data import policy_by_name
+
+    lines = list(LINES)
+    lines[40] = lines[40].replace('"actor": "crm"', '"actor": "crm", "colour": 1')
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    actors = tmp_path / "actors.jsonl"
+    actors.write_text("".join(json.dumps(a) + "\n" for a in ACTOR_OBJS))
+    code, _ = _gamma(capsys, "review", log, "--actors", actors, "--at", tenants.ts(350),
+                     "--out", tmp_path / "out", "--workers", "2")  # fmt: skip
+    assert code == 2 and not (tmp_path / "out" / "summary.json").exists()
+    log.write_text("\n".join(LINES) + "\n")
+    where = tmp_path / "records"
+    where.mkdir()
+    prefix, at = EVENTS[:300], parse_ts(tenants.ts(299))
+    for i, actor in enumerate(ACTORS[:4]):
+        policy = policy_by_name("strict") if i % 2 else DEFAULT_POLICY
+        write_audit(where / f"{actor.id}.json", gamma.resolve(prefix, actor, at, policy), prefix)
+    code, out = _gamma(capsys, "replay", log, "--records", where, "--workers", "2")
+    assert code == 0 and "4 of 4 records identical" in out, out
