@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 import gamma
-from gamma.core.canonical import parse_ts
+from gamma.core.canonical import canonical_json, parse_ts
 from gamma.core.events import parse_actor
 from gamma.core.policy import DEFAULT_POLICY
 from gamma.review import jobs
-from gamma.review.jobs import Partition, partition, review_tenant
 from gamma.review.run import Failure, pool, run_review, serial
+from gamma.review.tasks import ReviewDone, ReviewTask, review_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import tenants  # noqa: E402
@@ -34,12 +34,18 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_partition_equals_whole_log_resolution_for_every_actor() -> None:
-    results = {}
-    for part in partition(EVENTS, ACTORS, AT, DEFAULT_POLICY):
-        for line in review_tenant(part).lines.splitlines():
+def _rows(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    rows = {}
+    for path in (root / "tenants").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
             row = json.loads(line)
-            results[(part.tenant, row["actor"])] = row
+            rows[(row["resolution"]["actor"]["tenant"], row["actor"])] = row
+    return rows
+
+
+def test_partition_equals_whole_log_resolution_for_every_actor(tmp_path: Path) -> None:
+    run_review(LINES, ACTORS, AT, DEFAULT_POLICY, tmp_path)
+    results = _rows(tmp_path)
     assert len(results) == len(ACTORS)
     for actor in ACTORS:
         whole = gamma.resolve(EVENTS, actor, AT).to_dict()
@@ -58,9 +64,11 @@ def test_partition_equals_whole_log_resolution_for_every_actor() -> None:
 
 
 def test_summary_matches_per_actor_resolutions(tmp_path: Path) -> None:
-    summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path)
-    on_disk = json.loads((tmp_path / "summary.json").read_text())
-    assert on_disk == summary
+    returned = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path)
+    text = (tmp_path / "summary.json").read_text()
+    summary = json.loads(text)
+    assert text == canonical_json(summary) + "\n"
+    assert returned["tenants"] == sorted(summary["tenants"]) and returned["events"] == len(EVENTS)
     checked = 0
     for actor in ACTORS:
         res = gamma.resolve(EVENTS, actor, AT)
@@ -105,10 +113,10 @@ def test_serial_and_pool_byte_identical(tmp_path: Path) -> None:
     assert a == _tree(tmp_path / "b") == _tree(tmp_path / "c")
 
 
-def _boom(part: Partition) -> Any:
-    if part.tenant == "t0003":
+def _boom(task: ReviewTask) -> ReviewDone:
+    if task.tenant == "t0003":
         raise ValueError("bad partition")
-    return review_tenant(part)
+    return review_job(task)
 
 
 def test_failed_partition_is_reported_others_written(tmp_path: Path) -> None:
@@ -120,14 +128,14 @@ def test_failed_partition_is_reported_others_written(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.rglob(".*tmp")]
 
 
-def _die_once(part: Partition) -> Any:
+def _die_once(task: ReviewTask) -> ReviewDone:
     """Kill this worker process the first time it takes tenant t0005 (a marker file says so)."""
     marker = Path(os.environ["GAMMA_TEST_MARKER"])
-    if part.tenant == "t0005" and not marker.exists():
+    if task.tenant == "t0005" and not marker.exists():
         marker.write_text(str(os.getpid()))
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(10)
-    return review_tenant(part)
+    return review_job(task)
 
 
 def test_pool_worker_killed_mid_partition_is_rerun(tmp_path: Path, monkeypatch: Any) -> None:
@@ -144,15 +152,17 @@ def test_dask_local_cluster_byte_identical_and_survives_a_killed_worker(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     distributed = pytest.importorskip("distributed")
-    from gamma.review.on_dask import dask
+    from gamma.review.on_dask import dask, on_this_host
 
     monkeypatch.setenv("GAMMA_TEST_MARKER", str(tmp_path / "killed"))
     run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "a", since=SINCE)
     with distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
     ) as cluster, distributed.Client(cluster) as client:
+        assert on_this_host(client)
+        # as on a cluster of machines: partitions go as bytes, results come back as text
         run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "b", since=SINCE,
-                   executor=dask(client))  # fmt: skip
+                   executor=dask(client, shared=False, in_flight=1))  # fmt: skip
         summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "c", since=SINCE,
                              executor=dask(client), job=_die_once)  # fmt: skip
     assert (tmp_path / "killed").exists()
@@ -234,3 +244,127 @@ def test_cli_review_and_replay_records(tmp_path: Path, capsys: Any) -> None:
     assert code == 1 and "zz.json: different" in out
     code, out = _gamma(capsys, "replay", log, "--expect", where / first)
     assert code == 0 and out.startswith("identical"), out
+
+
+def test_offset_and_fractional_times_hash_as_their_canonical_text(tmp_path: Path) -> None:
+    """The parent hashes each line's canonical text without parsing it in full: a line that
+    writes its times with an offset or a fraction still gives the whole log's true heads."""
+    lines = list(LINES)
+    for i in range(0, 350, 7):
+        stamp = tenants.ts(i)
+        local = f"{stamp[:11]}{int(stamp[11:13]) + 1:02d}{stamp[13:19]}+01:00"
+        lines[i] = lines[i].replace(f'"{stamp}"', f'"{local}"', 1)
+    lines[3] = lines[3].replace(f'"{tenants.ts(3)}"', f'"{tenants.ts(3)[:19]}.000000Z"', 1)
+    assert lines != LINES
+    events = gamma.parse_events(lines)
+    run_review(lines, ACTORS, AT, DEFAULT_POLICY, tmp_path / "a")
+    row = next(iter(_rows(tmp_path / "a").values()))
+    whole = gamma.resolve(events, ACTORS[0], AT)
+    assert (row["resolution"]["log"], row["resolution"]["tree"]) == (whole.log, whole.to_dict()["tree"])
+    run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "b")
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")  # same events, same bytes
+
+
+def test_each_partition_holds_only_its_tenant(tmp_path: Path) -> None:
+    from gamma.review.spool import open_source, split
+
+    wanted = sorted({a.tenant for a in ACTORS})
+    found = split(open_source(LINES, None), tmp_path, wanted, times=[AT], until=AT)
+    from gamma.review.tasks import Shipment
+
+    total = 0
+    for tenant in wanted:
+        ship = Shipment(tenant=tenant, events=found.spooled[tenant], path=str(found.path),
+                        chunks=tuple(found.chunks[tenant]))  # fmt: skip
+        remote = ship.loaded()
+        assert remote.path is None and remote.data == ship.read()
+        rows = [json.loads(line.split(" ", 2)[2]) for line in ship.read().decode().splitlines()]
+        assert {r["tenant"] for r in rows} <= {tenant} and len(rows) == found.spooled[tenant]
+        total += len(rows)
+    assert total == sum(1 for e in EVENTS if e.ts <= AT) and found.total == len(EVENTS)
+
+
+@pytest.mark.parametrize(
+    ("line", "edit", "field"),
+    [
+        (120, lambda t: t.replace('"actor": "crm"', '"actor": "crm", "colour": 1'), "colour"),
+        (121, lambda t: t.replace('"id": "e120"', '"id": "e5"'), "id"),
+        (122, lambda t: t.replace(tenants.ts(121), tenants.ts(3)), "ts"),
+    ],
+)
+def test_bad_line_is_an_input_error_and_nothing_is_published(
+    tmp_path: Path, line: int, edit: Any, field: str
+) -> None:
+    """Found by a worker (an unknown field) or by the parent (an id used in another tenant,
+    time going backwards): InputError naming the line and field; no file looks complete."""
+    from gamma.core.errors import InputError
+
+    lines = list(LINES)
+    lines[line - 1] = edit(lines[line - 1])
+    assert lines[line - 1] != LINES[line - 1]
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    for name, executor in (("s", serial), ("p", pool(2))):
+        with pytest.raises(InputError) as exc:
+            run_review(log, ACTORS, AT, DEFAULT_POLICY, tmp_path / name, executor=executor)
+        assert (exc.value.source, exc.value.line, exc.value.field) == (str(log), line, field)
+        assert [p.name for p in (tmp_path / name).rglob("*") if p.is_file()] == []
+
+
+def test_store_review_equals_jsonl_review(tmp_path: Path) -> None:
+    from gamma.storage.store import Store
+
+    with Store.init(tmp_path / "log.db") as store:
+        store.append(LINES)
+    run_review(tmp_path / "log.db", ACTORS, AT, None, tmp_path / "a", executor=pool(2))
+    run_review(LINES, ACTORS, AT, None, tmp_path / "b")
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+
+
+def test_each_record_replays_under_its_own_policy(tmp_path: Path) -> None:
+    """Records made under the default and under strict, in one directory: each is replayed
+    under the policy it names; a given policy overrides that and the others differ."""
+    from gamma.audit.replay import write_audit
+    from gamma.data import policy_by_name
+    from gamma.review.run import run_replays
+
+    strict = policy_by_name("strict")
+    assert strict.digest != DEFAULT_POLICY.digest
+    prefix = EVENTS[:300]
+    at = parse_ts(tenants.ts(299))
+    records = {}
+    for i, actor in enumerate(ACTORS[:8]):
+        policy = strict if i % 2 else DEFAULT_POLICY
+        path = tmp_path / f"{actor.id}.json"
+        records[path.name] = write_audit(path, gamma.resolve(prefix, actor, at, policy), prefix)
+    outcomes, failed = run_replays(LINES, records)
+    assert not failed and [o.ok for o in outcomes] == [True] * 8, [o.text for o in outcomes]
+    assert {o.result["policy"]["replay"] for o in outcomes} == {strict.digest, DEFAULT_POLICY.digest}
+    forced, _ = run_replays(LINES, records, DEFAULT_POLICY)
+    wrong = {o.name for o in forced if not o.ok}
+    assert wrong == {n for n, r in records.items() if r["policy"] == strict.digest}
+    assert all("policy: the record was made under" in o.text for o in forced if not o.ok)
+
+
+def test_cli_review_bad_line_exits_2_and_replays_mixed_policies(tmp_path: Path, capsys: Any) -> None:
+    from gamma.audit.replay import write_audit
+    from gamma.data import policy_by_name
+
+    lines = list(LINES)
+    lines[40] = lines[40].replace('"actor": "crm"', '"actor": "crm", "colour": 1')
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    actors = tmp_path / "actors.jsonl"
+    actors.write_text("".join(json.dumps(a) + "\n" for a in ACTOR_OBJS))
+    code, _ = _gamma(capsys, "review", log, "--actors", actors, "--at", tenants.ts(350),
+                     "--out", tmp_path / "out", "--workers", "2")  # fmt: skip
+    assert code == 2 and not (tmp_path / "out" / "summary.json").exists()
+    log.write_text("\n".join(LINES) + "\n")
+    where = tmp_path / "records"
+    where.mkdir()
+    prefix, at = EVENTS[:300], parse_ts(tenants.ts(299))
+    for i, actor in enumerate(ACTORS[:4]):
+        policy = policy_by_name("strict") if i % 2 else DEFAULT_POLICY
+        write_audit(where / f"{actor.id}.json", gamma.resolve(prefix, actor, at, policy), prefix)
+    code, out = _gamma(capsys, "replay", log, "--records", where, "--workers", "2")
+    assert code == 0 and "4 of 4 records identical" in out, out

@@ -24,9 +24,9 @@ from gamma.core.errors import InputError
 from gamma.core.events import parse_actor
 from gamma.core.model import Actor
 from gamma.core.policy import Policy
-from gamma.review.jobs import Partition
 from gamma.review.run import Executor, Failure, Outcome, pool, run_replays, run_review, serial
-from gamma.storage.sources import events_and_policy
+from gamma.review.spool import open_source
+from gamma.review.tasks import ReviewTask
 
 __all__ = ["review_command", "replay_command", "executor_for"]
 
@@ -101,8 +101,8 @@ def review_command(
     with command("review", log=log, out=out) as record:
         at_ts = read_at(at)
         since_ts = read_at(since) if since is not None else None
-        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
-        actors = read_actors(actors_path, policy)
+        source = open_source(log, read_policy(policy_path) if policy_path else None)
+        actors = read_actors(actors_path, source.policy)
         executor, client = executor_for(workers, scheduler)
         tenants = len({a.tenant for a in actors})
         started = time.perf_counter()
@@ -112,27 +112,29 @@ def review_command(
                 with click.progressbar(length=tenants, label="tenants", file=sys.stderr) as bar:
                     done_events = [0]
 
-                    def tick(part: Partition, outcome: Outcome) -> None:
-                        done_events[0] += len(part.events)
+                    def tick(task: ReviewTask, outcome: Outcome) -> None:
+                        done_events[0] += task.ship.events
                         rate = done_events[0] / max(time.perf_counter() - started, 1e-9)
                         bar.label = f"tenants ({rate:,.0f} events/s)"
                         bar.update(1)
 
-                    summary = run_review(events, actors, at_ts, policy, out, since=since_ts,
+                    summary = run_review(source, actors, at_ts, None, out, since=since_ts,
                                          executor=executor, on_done=tick)  # fmt: skip
             else:
 
-                def line(part: Partition, outcome: Outcome) -> None:
+                def line(task: ReviewTask, outcome: Outcome) -> None:
                     failed = isinstance(outcome, Failure)
-                    log_line.info("tenant", tenant=part.tenant, events=len(part.events),
-                                  actors=len(part.actors), failed=failed)  # fmt: skip
+                    log_line.info("tenant", tenant=task.tenant, events=task.ship.events,
+                                  actors=len(task.actors), failed=failed)  # fmt: skip
 
-                summary = run_review(events, actors, at_ts, policy, out, since=since_ts,
+                summary = run_review(source, actors, at_ts, None, out, since=since_ts,
                                      executor=executor, on_done=line)  # fmt: skip
         finally:
             if client is not None:
                 client.close()
-        record.update(events=len(events), actors=len(actors), tenants=tenants,
+            if source.store is not None:
+                source.store.close()
+        record.update(events=summary["events"], actors=len(actors), tenants=tenants,
                       failed=len(summary["failed"]))  # fmt: skip
         for failure in summary["failed"]:
             click.echo(f"failed: tenant {failure['tenant']}: {failure['error']}", err=True)
@@ -146,12 +148,12 @@ def _records_replay(log: str, records_dir: str, policy_path: str | None,
                     workers: int | None, scheduler: str | None, as_json: bool) -> None:  # fmt: skip
     """Replay every *.json audit record in records_dir by tenant; one line each and a summary."""
     with command("replay", log=log, records=records_dir) as record:
-        events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
+        explicit = read_policy(policy_path) if policy_path else None
         paths = sorted(p for p in Path(records_dir).glob("*.json") if p.is_file())
         records = {p.name: read_audit(p) for p in paths}
         executor, client = executor_for(workers, scheduler)
         try:
-            outcomes, failed = run_replays(events, records, policy, executor=executor)
+            outcomes, failed = run_replays(log, records, explicit, executor=executor)
         finally:
             if client is not None:
                 client.close()

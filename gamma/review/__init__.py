@@ -1,12 +1,13 @@
 """Access reviews and audit replays over a log partitioned by tenant.
 
-Isolation makes each tenant's resolutions a function of that tenant's events
-alone (plus the whole log's chain head), so a review is one pure job per
-tenant partition, run serially, in a process pool or on Dask
-(``gamma.review.on_dask``, imported only when asked for).
+Isolation makes each tenant's resolutions a function of that tenant's events alone
+(plus the whole log's chain and tree heads), so a review is one pure job per tenant
+partition. The parent streams the log once and spools each tenant's canonical lines
+(``spool``); each worker parses only its partition (``tasks``), serially, in a process
+pool or on Dask (``gamma.review.on_dask``, imported only when asked for).
 """
 
-from gamma.review.jobs import Partition, TenantResult, partition, review_tenant
-from gamma.review.run import Failure, run_review
+from gamma.review.jobs import Partition, TenantResult, review_tenant
+from gamma.review.run import Failure, run_replays, run_review
 
-__all__ = ["Partition", "TenantResult", "Failure", "partition", "review_tenant", "run_review"]
+__all__ = ["Partition", "TenantResult", "Failure", "review_tenant", "run_review", "run_replays"]

@@ -1,76 +1,92 @@
-"""Run the per-tenant jobs on an executor and write DIR atomically, byte-identical whatever ran them.
+"""Run the per-tenant tasks on an executor and publish DIR, byte-identical whatever ran them.
 
-An executor is a callable ``(job, partitions) -> iterator of (partition, result | Failure)``
-in any order: ``serial``, ``pool(n)`` (a process pool whose dead workers' partitions are
-re-run) or ``gamma.review.on_dask.dask(client)``.
+An executor is a callable ``(job, tasks) -> iterator of (task, result | Failure)`` in any
+order: ``serial``, ``pool(n)`` (a process pool of fresh interpreters whose dead workers'
+tasks are re-run) or ``gamma.review.on_dask.dask(client)``. The parent streams the log once
+(``gamma.review.spool``), ships each tenant's partition, and only renames the files its
+workers wrote (or writes the text a remote worker sent back) and writes ``summary.json``.
 """
 
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import secrets
+import tempfile
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import attrs
 
-from gamma.core.canonical import canonical_json, format_ts
-from gamma.core.errors import GammaError
-from gamma.core.model import Actor, Event
+from gamma.audit.replay import record_policy
+from gamma.core.canonical import canonical_json, compact_json, format_ts, parse_ts
+from gamma.core.errors import GammaError, InputError
+from gamma.core.model import Actor
 from gamma.core.policy import Policy
-from gamma.review.jobs import Partition, TenantResult, partition, review_tenant
-from gamma.review.replays import RecordOutcome, partition_records, replay_tenant
+from gamma.review.replays import RecordOutcome, RecordTask
+from gamma.review.spool import Log, LogLike, Split, open_source, split, tenant_file
+from gamma.review.tasks import (
+    ReplayTask,
+    ReviewDone,
+    ReviewTask,
+    Shipment,
+    replay_job,
+    review_job,
+    write_temp,
+)
 
 __all__ = [
-    "Failure", "Executor", "serial", "pool", "guarded", "run_review", "run_replays", "write_atomic",
+    "Failure", "Executor", "serial", "pool", "guarded", "run_review", "run_replays",
 ]  # fmt: skip
 
 
 @attrs.frozen
 class Failure:
-    """A partition whose job raised: its tenant and the error."""
+    """A task whose job raised: its tenant and the error (kept whole when it is bad input)."""
 
     tenant: str
     error: str
+    input_error: InputError | None = attrs.field(default=None, eq=False)
 
 
-Outcome = TenantResult | Failure
-#: (job, partitions) -> (partition, outcome) pairs in any order; a partition has a ``tenant``
+Outcome = ReviewDone | Failure
+#: (job, tasks) -> (task, outcome) pairs in any order; a task has a ``tenant``
 Executor = Callable[[Callable[[Any], Any], Sequence[Any]], Iterator[tuple[Any, Any]]]
 
 
-def guarded(job: Callable[[Any], Any], part: Any) -> Any:
-    """``job(part)``, with an error turned into a Failure naming the tenant."""
+def guarded(job: Callable[[Any], Any], task: Any) -> Any:
+    """``job(task)``, with an error turned into a Failure naming the tenant."""
     try:
-        return job(part)
+        return job(task)
+    except InputError as exc:  # the partition is bad input: the run exits 2, naming the line
+        return Failure(task.tenant, str(exc), exc)
     except Exception as exc:  # any error in one tenant must not lose the others
         last = traceback.format_exception_only(exc)[-1].strip()
-        return Failure(part.tenant, last)
+        return Failure(task.tenant, last)
 
 
-def serial(job: Callable[[Any], Any], parts: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
+def serial(job: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
     """One after another, in this process."""
-    for part in parts:
-        yield part, job(part)
+    for task in tasks:
+        yield task, job(task)
 
 
 def pool(workers: int, *, rounds: int = 3) -> Executor:
-    """A process pool of ``workers``; partitions of a worker that died are re-run in a new pool."""
+    """A pool of ``workers`` fresh interpreters (``spawn``: nothing of this process is
+    inherited); tasks of a worker that died are re-run in a new pool, up to ``rounds`` times."""
+    context = multiprocessing.get_context("spawn")
 
-    def run(job: Callable[[Any], Any], parts: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
-        todo = list(parts)
+    def run(job: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
+        todo = list(tasks)
         for attempt in range(rounds):
-            with ProcessPoolExecutor(max_workers=workers) as executor:
-                futures: dict[Future[Any], Any] = {
-                    executor.submit(job, part): part for part in todo
-                }
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as executor:
+                futures: dict[Future[Any], Any] = {executor.submit(job, t): t for t in todo}
                 todo = []
                 pending = set(futures)
                 while pending:
@@ -83,88 +99,201 @@ def pool(workers: int, *, rounds: int = 3) -> Executor:
             if not todo:
                 return
             if attempt == rounds - 1:
-                for part in todo:
-                    yield part, Failure(part.tenant, f"worker died {rounds} times")
+                for task in todo:
+                    yield task, Failure(task.tenant, f"worker died {rounds} times")
 
     return run
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary name in the same directory, then rename: never a half file."""
+def _source(log: LogLike | Log, policy: Policy | None) -> Log:
+    return log if isinstance(log, Log) else open_source(log, policy)
+
+
+def _largest_first(tasks: Iterable[Any]) -> list[Any]:
+    """Big partitions first, so two workers finish together (the output does not depend on it)."""
+    return sorted(tasks, key=lambda t: (-t.ship.events, t.tenant))
+
+
+def _write_summary(path: Path, fields: dict[str, Any], tenants: Mapping[str, ReviewDone]) -> None:
+    """``canonical_json({**fields, "tenants": ...})`` + newline, streamed from each tenant's
+    canonical summary text (its temporary file, read one at a time), under a temporary name
+    renamed when complete. ``tenants`` sorts after every other field."""
+    if any(key >= "tenants" for key in fields):
+        raise ValueError("the tenants field must close the summary")
     temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     with open(temp, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
+        handle.write(canonical_json(fields)[:-1] + ',"tenants":{')
+        for i, tenant in enumerate(sorted(tenants)):
+            text = Path(str(tenants[tenant].summary_temp)).read_text("utf-8")
+            handle.write(("," if i else "") + compact_json(tenant) + ":" + text)
+        handle.write("}}\n")
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temp, path)
 
 
-def tenant_file(tenant: str) -> str:
-    """A tenant's JSONL file name (the tenant, percent-encoded)."""
-    return quote(tenant, safe="") + ".jsonl"
-
-
 def run_review(
-    events: Iterable[Event],
+    log: LogLike | Log,
     actors: Sequence[Actor],
     at: datetime,
-    policy: Policy,
+    policy: Policy | None,
     out: str | Path,
     *,
     since: datetime | None = None,
     executor: Executor = serial,
-    job: Callable[[Partition], TenantResult] = review_tenant,
-    on_done: Callable[[Partition, Outcome], None] | None = None,
+    job: Callable[[ReviewTask], ReviewDone] = review_job,
+    on_done: Callable[[ReviewTask, Outcome], None] | None = None,
 ) -> dict[str, Any]:
     """Review every actor at ``at``; write ``out/tenants/*.jsonl`` and ``out/summary.json``.
 
-    ``job`` is the per-tenant job (``review_tenant``; it must be picklable for a pool or
-    Dask). Returns the summary (``failed`` lists the tenants whose job raised; their
-    files are not written, every other tenant's are).
+    ``log`` is a path (JSONL file or store), the log's lines or events, or an opened
+    ``Log``; ``policy`` None means a store's own, else the default. ``job`` must be picklable
+    for a pool or Dask. Bad input anywhere (also found by a worker) raises InputError and
+    publishes nothing. Returns ``summary.json`` without its per-tenant detail: ``tenants``
+    lists the tenants written, ``failed`` those whose job raised (their files are removed,
+    every other tenant's are written).
     """
     if since is not None and since > at:
         raise GammaError(f"since {format_ts(since)} is after at {format_ts(at)}")
     root = Path(out)
-    (root / "tenants").mkdir(parents=True, exist_ok=True)
-    parts = partition(events, actors, at, policy, since=since)
-    results: dict[str, TenantResult] = {}
-    failed: dict[str, str] = {}
-    for part, outcome in executor(functools.partial(guarded, job), parts):
-        if isinstance(outcome, Failure):
-            failed[outcome.tenant] = outcome.error
-        else:
-            write_atomic(root / "tenants" / tenant_file(outcome.tenant), outcome.lines)
-            results[outcome.tenant] = outcome
-        if on_done is not None:
-            on_done(part, outcome)
-    summary = {
+    folder = root / "tenants"
+    folder.mkdir(parents=True, exist_ok=True)
+    source = _source(log, policy)
+    token = secrets.token_hex(6)
+    by_tenant: dict[str, list[Actor]] = {}
+    for actor in sorted(actors, key=lambda a: (a.tenant, a.id)):
+        by_tenant.setdefault(actor.tenant, []).append(actor)
+    done: dict[str, ReviewDone] = {}
+    failed: dict[str, Failure] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix=".partitions-", dir=root) as spool:
+            times = [at] if since is None else [at, since]
+            found = split(source, Path(spool), by_tenant, times=times, until=at)
+            head, tree = found.heads[found.upto[at]]
+            since_head, since_tree = (None, None) if since is None else found.heads[found.upto[since]]
+            tasks = _largest_first(
+                ReviewTask(ship=_ship(found, tenant, source), actors=tuple(members), at=at,
+                           head=head, tree=tree, policy=source.policy, since=since,
+                           since_head=since_head, since_tree=since_tree, out=str(folder),
+                           token=token)
+                for tenant, members in by_tenant.items()
+            )  # fmt: skip
+            for task, outcome in executor(functools.partial(guarded, job), tasks):
+                if isinstance(outcome, Failure):
+                    failed[outcome.tenant] = outcome
+                else:
+                    done[outcome.tenant] = _spill(outcome, folder, token)
+                if on_done is not None:
+                    on_done(task, outcome)
+    finally:
+        if source.store is not None:
+            source.store.close()
+    bad = [f.input_error for f in failed.values() if f.input_error is not None]
+    try:
+        if bad:
+            raise min(bad, key=lambda e: (e.line or 0, str(e)))
+        for tenant in sorted(done):
+            _publish(folder / tenant_file(tenant), done[tenant])
+        for tenant in failed:  # a file left by an earlier run must not pass for this one's
+            (folder / tenant_file(tenant)).unlink(missing_ok=True)
+    except BaseException:
+        _sweep(folder, token)
+        raise
+    fields = {
         "at": format_ts(at),
+        "failed": [{"tenant": t, "error": failed[t].error} for t in sorted(failed)],
+        "log": head if by_tenant else None,
+        "policy": source.policy.digest,
         "since": None if since is None else format_ts(since),
-        "policy": policy.digest,
-        "log": parts[0].head if parts else None,
-        "tenants": {t: results[t].summary for t in sorted(results)},
-        "failed": [{"tenant": t, "error": failed[t]} for t in sorted(failed)],
     }
-    write_atomic(root / "summary.json", canonical_json(summary) + "\n")
-    return summary
+    try:
+        _write_summary(root / "summary.json", fields, done)
+    finally:
+        _sweep(folder, token)
+    return {**fields, "events": found.total, "tenants": sorted(done)}
+
+
+def _ship(found: Split, tenant: str, source: Log) -> Shipment:
+    return Shipment(tenant=tenant, events=found.spooled[tenant], path=str(found.path),
+                    chunks=tuple(found.chunks[tenant]), source=source.source)  # fmt: skip
+
+
+def _spill(done: ReviewDone, folder: Path, token: str) -> ReviewDone:
+    """Texts a remote worker sent back, to temporary files at once: the parent holds none."""
+    if done.lines is None and done.summary is None:
+        return done
+    name = tenant_file(done.tenant)
+    temp = done.temp or str(write_temp(folder, name, done.lines or "", token))
+    summary = done.summary_temp or str(write_temp(folder, name + ".summary", done.summary or "",
+                                                  token, sync=False))  # fmt: skip
+    return attrs.evolve(done, temp=temp, lines=None, summary_temp=summary, summary=None)
+
+
+def _publish(path: Path, done: ReviewDone) -> None:
+    os.replace(str(done.temp), path)
+
+
+def _sweep(folder: Path, token: str) -> None:
+    """Remove this run's temporary files (a killed worker's, or those of a run refused)."""
+    for stray in folder.glob(f".*.{token}.*.tmp"):
+        stray.unlink(missing_ok=True)
 
 
 def run_replays(
-    events: Sequence[Event],
-    records: dict[str, dict[str, Any]],
-    policy: Policy,
+    log: LogLike | Log,
+    records: Mapping[str, dict[str, Any]],
+    policy: Policy | None = None,
     *,
     executor: Executor = serial,
 ) -> tuple[tuple[RecordOutcome, ...], tuple[Failure, ...]]:
-    """Replay every record (name -> record) by tenant; outcomes sorted by name, and failures."""
-    parts = partition_records(events, records, policy)
-    outcomes: list[RecordOutcome] = []
-    failed: list[Failure] = []
-    for _, outcome in executor(functools.partial(guarded, replay_tenant), parts):
-        if isinstance(outcome, Failure):
-            failed.append(outcome)
-        else:
-            outcomes.extend(outcome)
+    """Replay every record (name -> record) by tenant; outcomes sorted by name, and failures.
+
+    Each record is replayed under the policy it was made under (``record_policy``: the
+    store's own, then the named policies), or under ``policy`` when one is given (a record
+    made under another is then reported different). PolicyError, before any work, when a
+    record's policy is none of those.
+    """
+    source = _source(log, policy)
+    try:
+        candidates = [] if source.store_policy is None else [("the store's policy", source.store_policy)]
+        chosen = {
+            name: policy or record_policy(record, candidates, source=name)
+            for name, record in sorted(records.items())
+        }
+        tenants: dict[str, list[str]] = {}
+        for name in sorted(records):
+            tenants.setdefault(str(records[name]["actor"]["tenant"]), []).append(name)
+        counts = {name: int(r["events"]) for name, r in records.items()}
+        ats = {name: parse_ts(r["at"]) for name, r in records.items()}
+        with tempfile.TemporaryDirectory(prefix="gamma-replay-") as spool:
+            found = split(source, Path(spool), tenants, times=list(ats.values()),
+                          counts=counts.values(), limit=max(counts.values(), default=0))  # fmt: skip
+
+            def task(name: str) -> RecordTask:
+                heard = min(counts[name], found.upto[ats[name]])
+                (head, tree), (heard_head, heard_tree) = found.heads[counts[name]], found.heads[heard]
+                return RecordTask(name=name, record=records[name], policy=chosen[name], head=head,
+                                  tree=tree, heard=heard, heard_head=heard_head,
+                                  heard_tree=heard_tree)  # fmt: skip
+
+            tasks = _largest_first(
+                ReplayTask(ship=_ship(found, tenant, source), available=found.total,
+                           records=tuple(task(name) for name in names))
+                for tenant, names in tenants.items()
+            )  # fmt: skip
+            outcomes: list[RecordOutcome] = []
+            failed: list[Failure] = []
+            for _, outcome in executor(functools.partial(guarded, replay_job), tasks):
+                if isinstance(outcome, Failure):
+                    failed.append(outcome)
+                else:
+                    outcomes.extend(outcome)
+    finally:
+        if source.store is not None:
+            source.store.close()
+    bad = [f.input_error for f in failed if f.input_error is not None]
+    if bad:
+        raise min(bad, key=lambda e: (e.line or 0, str(e)))
     return (
         tuple(sorted(outcomes, key=lambda o: o.name)),
         tuple(sorted(failed, key=lambda f: f.tenant)),
