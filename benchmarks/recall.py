@@ -24,7 +24,6 @@ This is a script, not a test: it is not collected by pytest.
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import os
 import platform
@@ -41,32 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import synth  # noqa: E402
-
-TENANTS_MANY = 1000
-
-
-def _prefixed(event: dict[str, Any], prefix: str) -> dict[str, Any]:
-    out = dict(event, tenant=prefix, id=f"{prefix}-{event['id']}")
-    for name in ("fact", "experience"):
-        if name in out:
-            out[name] = f"{prefix}-{out[name]}"
-    for name in ("supersedes", "depends_on", "uses"):
-        if name in out:
-            out[name] = [f"{prefix}-{x}" for x in out[name]]
-    return out
-
-
-def shape_lines(n: int, shape: str) -> tuple[list[str], dict[str, Any]]:
-    """The log's JSON lines and the probe actor (the many-tenant shape of benchmarks/engine.py)."""
-    if shape == "one":
-        return list(synth.lines(n)), dict(synth.PROBE_ACTOR)
-    per = max(1, n // TENANTS_MANY)
-    streams = [
-        [_prefixed(e, f"t{k:04d}") for e in synth.generate(per, seed=k)] for k in range(TENANTS_MANY)
-    ]
-    merged = heapq.merge(*streams, key=lambda e: e["ts"])
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    return [dumps(e) for e in merged], dict(synth.PROBE_ACTOR, tenant="t0000")
+from engine import shape_lines  # noqa: E402  (the same two shapes as the engine's benchmark)
 
 
 def _stats(values: list[float]) -> dict[str, float]:
