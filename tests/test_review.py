@@ -268,12 +268,12 @@ def test_offset_and_fractional_times_hash_as_their_canonical_text(tmp_path: Path
 def test_each_partition_holds_only_its_tenant(tmp_path: Path) -> None:
     from gamma.review.spool import open_source, split
 
-    wanted = sorted({a.tenant for a in ACTORS})
-    found = split(open_source(LINES, None), tmp_path, wanted, times=[AT], until=AT)
+    found = split(open_source(LINES, None), tmp_path, times=[AT])
     from gamma.review.tasks import Shipment
 
     total = 0
-    for tenant in wanted:
+    assert sorted(found.spooled) == sorted({e.tenant for e in EVENTS})  # every tenant, reviewed or not
+    for tenant in sorted(found.spooled):
         ship = Shipment(tenant=tenant, events=found.spooled[tenant], path=str(found.path),
                         chunks=tuple(found.chunks[tenant]))  # fmt: skip
         remote = ship.loaded()
@@ -281,7 +281,7 @@ def test_each_partition_holds_only_its_tenant(tmp_path: Path) -> None:
         rows = [json.loads(line.split(" ", 2)[2]) for line in ship.read().decode().splitlines()]
         assert {r["tenant"] for r in rows} <= {tenant} and len(rows) == found.spooled[tenant]
         total += len(rows)
-    assert total == sum(1 for e in EVENTS if e.ts <= AT) and found.total == len(EVENTS)
+    assert total == found.total == len(EVENTS)  # also the events after AT: they are checked
 
 
 @pytest.mark.parametrize(
@@ -308,6 +308,32 @@ def test_bad_line_is_an_input_error_and_nothing_is_published(
         with pytest.raises(InputError) as exc:
             run_review(log, ACTORS, AT, DEFAULT_POLICY, tmp_path / name, executor=executor)
         assert (exc.value.source, exc.value.line, exc.value.field) == (str(log), line, field)
+        assert [p.name for p in (tmp_path / name).rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize("where", ["a tenant with no actor", "an event after --at"])
+def test_a_bad_line_the_review_does_not_resolve_is_still_an_input_error(
+    tmp_path: Path, where: str
+) -> None:
+    """The whole log is held to SPEC §2, as gamma resolve holds it, not only what is resolved."""
+    from gamma.core.errors import InputError
+
+    lines = list(LINES)
+    if where == "a tenant with no actor":
+        line = 120
+        tenant = json.loads(lines[line - 1])["tenant"]
+        actors = [a for a in ACTORS if a.tenant != tenant]
+    else:
+        line = next(i for i, t in enumerate(lines, 1) if parse_ts(json.loads(t)["ts"]) > AT)
+        actors = ACTORS
+    row = json.loads(lines[line - 1])
+    lines[line - 1] = json.dumps({**row, "colour": 1})
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    for name, executor in (("s", serial), ("p", pool(2))):
+        with pytest.raises(InputError) as exc:
+            run_review(log, actors, AT, DEFAULT_POLICY, tmp_path / name, executor=executor)
+        assert (exc.value.line, exc.value.field) == (line, "colour")
         assert [p.name for p in (tmp_path / name).rglob("*") if p.is_file()] == []
 
 

@@ -32,12 +32,14 @@ from gamma.core.policy import Policy
 from gamma.review.replays import RecordOutcome, RecordTask
 from gamma.review.spool import Log, LogLike, Split, open_source, split, tenant_file
 from gamma.review.tasks import (
+    CheckTask,
     ReplayTask,
     ReviewDone,
     ReviewTask,
     Shipment,
     replay_job,
     review_job,
+    run_job,
     write_temp,
 )
 
@@ -168,7 +170,7 @@ def run_review(
     try:
         with tempfile.TemporaryDirectory(prefix=".partitions-", dir=root) as spool:
             times = [at] if since is None else [at, since]
-            found = split(source, Path(spool), by_tenant, times=times, until=at)
+            found = split(source, Path(spool), times=times)
             head, tree = found.heads[found.upto[at]]
             since_head, since_tree = (None, None) if since is None else found.heads[found.upto[since]]
             tasks = _largest_first(
@@ -178,7 +180,11 @@ def run_review(
                            token=token)
                 for tenant, members in by_tenant.items()
             )  # fmt: skip
-            for task, outcome in executor(functools.partial(guarded, job), tasks):
+            tasks += _checks(found, set(by_tenant), source)
+            for task, outcome in executor(functools.partial(guarded, functools.partial(run_job, job)),
+                                          tasks):  # fmt: skip
+                if outcome is None:  # a tenant only checked: nothing to write or report
+                    continue
                 if isinstance(outcome, Failure):
                     failed[outcome.tenant] = outcome
                 else:
@@ -214,8 +220,16 @@ def run_review(
 
 
 def _ship(found: Split, tenant: str, source: Log) -> Shipment:
-    return Shipment(tenant=tenant, events=found.spooled[tenant], path=str(found.path),
-                    chunks=tuple(found.chunks[tenant]), source=source.source)  # fmt: skip
+    return Shipment(tenant=tenant, events=found.spooled.get(tenant, 0), path=str(found.path),
+                    chunks=tuple(found.chunks.get(tenant, ())), source=source.source)  # fmt: skip
+
+
+def _checks(found: Split, resolved: set[str], source: Log) -> list[CheckTask]:
+    """The tenants no job resolves, only to be checked (last: they write nothing)."""
+    return [
+        CheckTask(ship=_ship(found, tenant, source), policy=source.policy)
+        for tenant in sorted(found.spooled) if tenant not in resolved
+    ]
 
 
 def _spill(done: ReviewDone, folder: Path, token: str) -> ReviewDone:
@@ -266,8 +280,7 @@ def run_replays(
         counts = {name: int(r["events"]) for name, r in records.items()}
         ats = {name: parse_ts(r["at"]) for name, r in records.items()}
         with tempfile.TemporaryDirectory(prefix="gamma-replay-") as spool:
-            found = split(source, Path(spool), tenants, times=list(ats.values()),
-                          counts=counts.values(), limit=max(counts.values(), default=0))  # fmt: skip
+            found = split(source, Path(spool), times=list(ats.values()), counts=counts.values())
 
             def task(name: str) -> RecordTask:
                 heard = min(counts[name], found.upto[ats[name]])
@@ -281,9 +294,13 @@ def run_replays(
                            records=tuple(task(name) for name in names))
                 for tenant, names in tenants.items()
             )  # fmt: skip
+            tasks += _checks(found, set(tenants), source)
             outcomes: list[RecordOutcome] = []
             failed: list[Failure] = []
-            for _, outcome in executor(functools.partial(guarded, replay_job), tasks):
+            job = functools.partial(guarded, functools.partial(run_job, replay_job))
+            for _, outcome in executor(job, tasks):
+                if outcome is None:  # a tenant only checked: nothing to write or report
+                    continue
                 if isinstance(outcome, Failure):
                     failed.append(outcome)
                 else:

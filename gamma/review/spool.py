@@ -5,7 +5,10 @@ computed (the bytes the chain covers) and spooled as ``POSITION LINE CANONICAL``
 chunks of one tenant each, to one spool file; the whole log's chain and tree heads are taken at the
 positions the jobs need. The checks that span tenants (``ts`` order, unique event,
 fact and experience ids) run here; everything else is checked by the worker that
-parses the partition (``gamma.review.tasks``), naming the same source and line.
+parses the partition (``gamma.review.tasks``), naming the same source and line. Every
+tenant's every line is spooled, also those no job resolves (a tenant with nothing to
+review, events after the review's time), so the whole log is held to SPEC §2 as
+``gamma resolve`` holds it.
 """
 
 from __future__ import annotations
@@ -177,15 +180,19 @@ class _Spool:
     """One file; per-tenant buffers appended to it as one chunk each when they grow past a
     bound, so a tenant's events lie in a few ``(offset, length)`` chunks, in log order."""
 
-    def __init__(self, path: Path, tenants: Iterable[str]) -> None:
+    def __init__(self, path: Path) -> None:
         self.handle = open(path, "wb")  # noqa: SIM115 (closed by close(), after the pass)
-        self.buffers: dict[str, list[str]] = {t: [] for t in tenants}
-        self.chunks: dict[str, list[tuple[int, int]]] = {t: [] for t in self.buffers}
-        self.counts = dict.fromkeys(self.buffers, 0)
+        self.buffers: dict[str, list[str]] = {}
+        self.chunks: dict[str, list[tuple[int, int]]] = {}
+        self.counts: dict[str, int] = {}
         self.size = 0
 
     def add(self, tenant: str, text: str) -> None:
-        self.buffers[tenant].append(text)
+        buffer = self.buffers.get(tenant)
+        if buffer is None:
+            buffer = self.buffers[tenant] = []
+            self.chunks[tenant], self.counts[tenant] = [], 0
+        buffer.append(text)
         self.counts[tenant] += 1
         self.size += len(text)
         if self.size > _FLUSH_BYTES:
@@ -208,19 +215,16 @@ class _Spool:
 def split(
     log: Log,
     root: Path,
-    tenants: Iterable[str],
     *,
     times: Sequence[datetime] = (),
     counts: Iterable[int] = (),
-    until: datetime | None = None,
-    limit: int | None = None,
 ) -> Split:
-    """Stream ``log`` once: spool (in ``root``) ``tenants``' events with ``ts <= until`` among the first
-    ``limit``; keep the whole log's heads after each of ``counts`` and after the events with
-    ``ts <=`` each of ``times`` (``upto``). Cross-tenant checks raise InputError naming the line.
+    """Stream ``log`` once: spool (in ``root``) every tenant's events; keep the whole log's
+    heads after each of ``counts`` and after the events with ``ts <=`` each of ``times``
+    (``upto``). Cross-tenant checks raise InputError naming the line.
     """
     path = root / "partitions.spool"
-    spool = _Spool(path, tenants)
+    spool = _Spool(path)
     pending = sorted(set(times))
     wanted = set(counts)
     running = Heads()
@@ -262,10 +266,7 @@ def split(
             position += 1
             if position in wanted:
                 keep()
-            in_time = until is None or item.ts <= until
-            in_count = limit is None or position <= limit
-            if in_time and in_count and item.tenant in spool.buffers:
-                spool.add(item.tenant, f"{position} {item.line} {item.text}\n")
+            spool.add(item.tenant, f"{position} {item.line} {item.text}\n")
         for time in pending:
             upto[time] = position
             keep()

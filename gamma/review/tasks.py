@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -27,8 +29,8 @@ from gamma.review.replays import RecordOutcome, RecordTask, ReplayPartition, rep
 from gamma.review.spool import tenant_file
 
 __all__ = [
-    "Shipment", "ReviewTask", "ReviewDone", "ReplayTask", "load", "review_job", "replay_job",
-    "write_temp", "temp_prefix",
+    "Shipment", "ReviewTask", "ReviewDone", "ReplayTask", "CheckTask", "load", "review_job",
+    "replay_job", "run_job", "write_temp", "temp_prefix",
 ]  # fmt: skip
 
 
@@ -183,3 +185,27 @@ def replay_job(task: ReplayTask) -> tuple[RecordOutcome, ...]:
         check_names(events, policy, source=task.ship.source)
     return replay_tenant(ReplayPartition(tenant=task.tenant, events=events, positions=positions,
                                          available=task.available, records=task.records))  # fmt: skip
+
+
+@attrs.frozen(kw_only=True)
+class CheckTask:
+    """A tenant no job resolves (no actor to review, no record to replay): its partition is
+    still parsed and held to every rule of SPEC §2, as ``gamma resolve`` holds the whole log."""
+
+    ship: Shipment
+    policy: Policy
+
+    @property
+    def tenant(self) -> str:
+        return self.ship.tenant
+
+    def remote(self) -> CheckTask:
+        return attrs.evolve(self, ship=self.ship.loaded())
+
+
+def run_job(job: Callable[[Any], Any], task: Any) -> Any:
+    """``job(task)``; for a CheckTask only the check of its partition (None when it passes)."""
+    if isinstance(task, CheckTask):
+        load(task.ship, task.policy)
+        return None
+    return job(task)
