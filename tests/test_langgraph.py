@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 pytest.importorskip("langgraph")
 
+import anyio  # noqa: E402  (installed with langgraph and mcp)
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp  # noqa: E402

@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-import anyio
 import pytest
 import structlog
 from hypothesis import given
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
+import anyio  # noqa: E402  (installed with mcp)
 from click.testing import CliRunner  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import A, stamp
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import Log, logs
 
 import gamma
 from gamma.audit.checkpoint import (
@@ -39,8 +41,6 @@ from gamma.core.merkle import (
     verify_inclusion,
 )
 from gamma.storage.store import Store
-from tests.helpers import A, stamp
-from tests.strategies import Log, logs
 
 # RFC 6962 test data as published in transparency-dev/merkle (testonly/constants.go and
 # testonly/reference_test.go): eight leaves, the root of every size, some proofs.

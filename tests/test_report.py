@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from helpers import A, G, R, actor, log
 
 import gamma
 from gamma.audit.report import report
 from gamma.cli import main
-from tests.helpers import A, G, R, actor, log
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
 AT = "2026-03-02T10:00:00Z"
