@@ -23,6 +23,7 @@ __all__ = ["READ", "check_stored"]
 READ = "position, body, prev_head, head"
 """The columns of a row ``check_stored`` reads."""
 
+
 def check_stored(
     rows: Iterable[Sequence[Any]],
     *,
