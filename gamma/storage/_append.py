@@ -1,0 +1,232 @@
+"""The append path's batch semantics: items decoded and checked before the lock, a missing
+``ts`` stamped under it, events already stored skipped, the clock-skew bound, and the chained
+rows ``Store.append`` inserts.
+
+An event appended without ``ts`` is stamped with max(clock, the head's ``ts``); an event
+byte-identical to a stored one is skipped so that a writer that died after commit can
+retry; the same id with other content stays in the batch for ``validate_log`` to refuse.
+Ids and references are checked with indexed queries (``SqlIndex``), never by re-reading
+the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from sqlite_utils import Database
+
+from gamma.core.canonical import format_ts
+from gamma.core.chain import GENESIS_HEX, keyed_step, step
+from gamma.core.errors import InputError
+from gamma.core.events import batch_objects, canonical_event, event_from_json
+from gamma.core.model import Event, Experience
+from gamma.core.policy import Policy
+from gamma.storage._opening import read_meta
+from gamma.storage.migrations import from_micros, ts_micros
+from gamma.storage.seal import KEYED_SEAL, seal_problem, seal_rows
+from gamma.storage.verify import ChainRow
+
+__all__ = [
+    "COLUMNS",
+    "Appendable",
+    "Parsed",
+    "Pending",
+    "SqlIndex",
+    "Tail",
+    "chain_rows",
+    "new_events",
+    "parse_batch",
+    "read_tail",
+    "seal_keyed",
+]
+
+COLUMNS = list(ChainRow._fields)
+"""The events table's columns, in the order of a row from ``chain_rows``."""
+_PLACEHOLDER_TS = "1970-01-01T00:00:00Z"  # stands in for an omitted ts until the store stamps it
+_LOOKUP_CHUNK = 500
+
+Appendable = str | Mapping[str, Any] | Event
+
+Pending = tuple[int | None, Event, str]
+"""An event to store: its line in the batch, the event and its canonical body."""
+
+
+class Parsed(NamedTuple):
+    line: int
+    event: Event
+    unstamped: dict[str, Any] | None  # the written object, when the store must stamp its ts
+
+
+class Tail(NamedTuple):
+    """The last stored row: its position, plain and keyed heads, and ``ts`` (None when empty)."""
+
+    position: int
+    head: str
+    keyed_head: str
+    ts: datetime | None
+
+
+class SqlIndex:
+    """The LogIndex of gamma.core.events answered by indexed queries on the events table."""
+
+    def __init__(self, db: Database, last_ts: datetime | None) -> None:
+        self._db = db
+        self._last_ts = last_ts
+
+    def has_event(self, event_id: str) -> bool:
+        return (
+            self._db.execute("SELECT 1 FROM events WHERE id = ?", [event_id]).fetchone() is not None
+        )
+
+    def fact_tenant(self, fact_id: str) -> str | None:
+        row = self._db.execute(
+            "SELECT tenant FROM events WHERE type = 'assert' AND fact = ?", [fact_id]
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def has_experience(self, experience_id: str) -> bool:
+        query = "SELECT 1 FROM events WHERE type = 'experience' AND experience = ?"
+        return self._db.execute(query, [experience_id]).fetchone() is not None
+
+    def last_ts(self) -> datetime | None:
+        return self._last_ts
+
+
+def parse_batch(items: Iterable[Appendable] | str, policy: Policy, source: str) -> list[Parsed]:
+    """Decode and check each item; an object without ts is kept for the store to stamp."""
+    parsed = []
+    for number, obj, _ in batch_objects(items, source=source):
+        unstamped = obj if isinstance(obj, dict) and "ts" not in obj else None
+        if unstamped is not None:  # checked now with a stand-in ts, stamped under the lock
+            obj = {**obj, "ts": _PLACEHOLDER_TS}
+        event = event_from_json(obj, policy=policy, source=source, line=number)
+        parsed.append(Parsed(number, event, unstamped))
+    return parsed
+
+
+def read_tail(db: Database) -> Tail:
+    """The last stored row, read under the write lock."""
+    last = db.execute(
+        "SELECT position, head, keyed_head, ts_us FROM events ORDER BY position DESC LIMIT 1"
+    ).fetchone()
+    if last is None:
+        return Tail(0, GENESIS_HEX, GENESIS_HEX, None)
+    return Tail(int(last[0]), str(last[1]), str(last[2] or GENESIS_HEX), from_micros(last[3]))
+
+
+def new_events(
+    db: Database,
+    parsed: list[Parsed],
+    *,
+    policy: Policy,
+    last_ts: datetime | None,
+    clock: datetime,
+    source: str,
+) -> list[Pending]:
+    """Stamp missing ts and drop events identical to stored (or earlier) ones.
+
+    An id reused with other content stays in the batch, so that
+    validate_log reports it in line order with every other error.
+    """
+    stored = _stored(db, {item.event.id for item in parsed})
+    pending: list[Pending] = []
+    floor = last_ts
+    horizon = clock + timedelta(seconds=policy.clock_skew_seconds)
+    for line, event, unstamped in parsed:
+        # only a stored event is skipped: a batch repeating one of its own events is
+        # refused (validate_log: duplicate id), as a JSONL file repeating a line is
+        earlier = stored.get(event.id)
+        if unstamped is not None:
+            if earlier:
+                ts = earlier[1]
+            elif floor is not None and floor > clock:
+                raise InputError(
+                    f"the log's last event is stamped {format_ts(floor)}, ahead of the"
+                    f" store's clock ({format_ts(clock)}): an event is never stamped ahead"
+                    " of the clock; give its ts",
+                    source=source, line=line, field="ts",
+                )
+            else:
+                ts = clock if floor is None else max(clock, floor)
+            stamped = {**unstamped, "ts": format_ts(ts)}
+            event = event_from_json(stamped, policy=policy, source=source, line=line)
+        canonical = canonical_event(event)
+        if earlier is not None and canonical == earlier[0]:
+            continue
+        if event.ts > horizon:
+            raise InputError(
+                f"ts {format_ts(event.ts)} is more than {policy.clock_skew_seconds} s"
+                f" ahead of the store's clock ({format_ts(clock)})",
+                source=source, line=line, field="ts",
+            )
+        pending.append((line, event, canonical))
+        floor = event.ts
+    return pending
+
+
+def _stored(db: Database, ids: set[str]) -> dict[str, tuple[str, datetime]]:
+    """Bodies and ts of the stored events among ``ids``, in a few indexed queries."""
+    found: dict[str, tuple[str, datetime]] = {}
+    wanted = sorted(ids)
+    for start in range(0, len(wanted), _LOOKUP_CHUNK):
+        chunk = wanted[start : start + _LOOKUP_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for event_id, body, ts_us in db.execute(
+            f"SELECT id, body, ts_us FROM events WHERE id IN ({marks})", chunk
+        ):
+            found[str(event_id)] = (str(body), from_micros(ts_us))
+    return found
+
+
+def seal_keyed(
+    db: Database, path: Path, meta: dict[str, str], key: bytes | None
+) -> dict[str, str]:
+    """A keyed store migrated from before the seal gets its keyed seal from the first keyed
+    append (the migration had no key); inside the append's write transaction. Returns the
+    metadata as it stands after."""
+    if key is None or KEYED_SEAL in meta:
+        return meta
+    meta = read_meta(db, path)
+    if KEYED_SEAL not in meta and seal_problem(meta, None) is None:
+        meta[KEYED_SEAL] = seal_rows(meta, key)[KEYED_SEAL]
+        db.table("store_meta").insert({"name": KEYED_SEAL, "value": meta[KEYED_SEAL]})
+    return meta
+
+
+def chain_rows(
+    tail: Tail, pending: list[Pending], key: bytes | None
+) -> tuple[list[list[Any]], str]:
+    """The rows of ``pending`` chained onto ``tail`` (the keyed chain too with ``key``), and
+    the plain head after the last."""
+    rows: list[list[Any]] = []
+    position = tail.position
+    prev, keyed_prev = bytes.fromhex(tail.head), bytes.fromhex(tail.keyed_head)
+    for _, event, canonical in pending:
+        position += 1
+        current = step(prev, canonical)
+        keyed_now = keyed_step(key, keyed_prev, canonical) if key is not None else None
+        rows.append(_row(position, event, canonical, prev.hex(), current.hex(), keyed_now))
+        prev, keyed_prev = current, keyed_now or keyed_prev
+    return rows, prev.hex()
+
+
+def _row(
+    position: int, event: Event, canonical: str, prev: str, head: str, keyed: bytes | None
+) -> list[Any]:
+    return [
+        position,
+        event.id,
+        event.TYPE,
+        event.tenant,
+        ts_micros(event.ts),
+        getattr(event, "fact", None),
+        getattr(event, "key", None),
+        event.experience if isinstance(event, Experience) else None,
+        canonical,
+        prev,
+        head,
+        keyed.hex() if keyed is not None else None,
+    ]

@@ -1,0 +1,145 @@
+"""Opening a store's file: its SQLite header, the connection, the schema created or migrated,
+the write lock and SQLite's errors turned into gamma's where they occur.
+
+A write takes the lock first (``BEGIN IMMEDIATE``) and only then reads, so two writers queue
+for the lock instead of both reading the same head. ``gamma.storage.store`` builds the
+``Store`` on these.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from gamma.core.errors import InputError, StoreBusyError, StoreError
+from gamma.storage.migrations import LATEST, current_version, migrate
+from gamma.storage.readonly import read_only_connection
+
+__all__ = [
+    "FORMAT",
+    "SQLITE_HEADER",
+    "connect",
+    "create_schema",
+    "is_store",
+    "query",
+    "read_meta",
+    "refuse_nonempty",
+    "require_file",
+    "translate",
+    "upgrade_schema",
+    "write",
+]
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+FORMAT = "gamma-store"
+
+
+def is_store(path: str | Path) -> bool:
+    """Whether ``path`` is an SQLite file (a store), by its 16-byte header."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def refuse_nonempty(path: Path) -> None:
+    """``init`` writes only a new or empty file (and no WAL left beside it)."""
+    for candidate in (path, Path(f"{path}-wal")):
+        if candidate.exists() and (candidate.is_dir() or candidate.stat().st_size > 0):
+            raise InputError(
+                "refusing to initialise: the file exists and is not empty",
+                source=str(candidate),
+            )
+
+
+def require_file(path: Path) -> None:
+    """``open`` needs an existing SQLite file."""
+    if not path.is_file():
+        raise InputError("no such store", source=str(path))
+    if not is_store(path):
+        raise InputError("not a gamma store (no SQLite header)", source=str(path))
+
+
+def translate(exc: sqlite3.Error, path: Path) -> Exception:
+    """Storage errors become gamma errors where they occur."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return StoreBusyError(
+            f"{path}: another writer held the store's lock for more than the busy timeout ({text})"
+        )
+    return StoreError(f"{path}: {text}")
+
+
+def connect(path: Path, timeout: float, *, read_only: bool) -> Database:
+    """A connection in autocommit mode (transactions are explicit), read-only when asked."""
+    if read_only:
+        conn = read_only_connection(path, timeout)
+    else:
+        conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
+    return Database(conn, recursive_triggers=False, execute_plugins=False)
+
+
+def query(db: Database, path: Path, sql: str, args: list[Any] | None = None) -> sqlite3.Cursor:
+    """``sql`` run on ``db``, its SQLite error translated."""
+    try:
+        return db.execute(sql, args or [])
+    except sqlite3.Error as exc:
+        raise translate(exc, path) from exc
+
+
+def read_meta(db: Database, path: Path) -> dict[str, str]:
+    """The ``store_meta`` rows as a dict of name to value."""
+    rows = query(db, path, "SELECT name, value FROM store_meta").fetchall()
+    return {str(name): str(value) for name, value in rows}
+
+
+@contextmanager
+def write(db: Database, path: Path) -> Iterator[None]:
+    """One write transaction taken with BEGIN IMMEDIATE: the lock first, then the reads."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise translate(exc, path) from exc
+    try:
+        yield
+        db.execute("COMMIT")
+    except sqlite3.Error as exc:
+        db.rollback()
+        raise translate(exc, path) from exc
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def create_schema(db: Database, path: Path, meta: Mapping[str, str]) -> None:
+    """A new store: WAL mode, every migration and the metadata rows, in one transaction."""
+    db.enable_wal()
+    with write(db, path):
+        if current_version(db) != 0:
+            raise InputError("refusing to initialise: already a store", source=str(path))
+        migrate(db)
+        rows = [{"name": k, "value": v} for k, v in sorted(meta.items())]
+        db.table("store_meta").insert_all(rows)
+
+
+def upgrade_schema(db: Database, path: Path, *, read_only: bool) -> None:
+    """An existing store brought to the latest schema; a reader reads an older one as it is."""
+    version = current_version(db)
+    if version == 0:
+        raise StoreError(f"{path}: not a gamma store (no schema)")
+    if read_only:
+        if version > LATEST:
+            raise StoreError(f"{path}: store schema version {version} is newer than this"
+                             f" gamma knows ({LATEST}): upgrade gamma")
+        return  # an older schema is read as it is; the next writer migrates it
+    if version != LATEST:
+        with write(db, path):
+            migrate(db)
+    if db.journal_mode != "wal":
+        db.enable_wal()
