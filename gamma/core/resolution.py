@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from gamma.core.canonical import canonical_text, compact_json, format_ts, sha256_hex
+from gamma.core.collector import collector_paused
 from gamma.core.convert import converter
 from gamma.core.decisions import Admitted, Excluded, ExperienceVerdict, Ignored
 from gamma.core.merkle import TreeHead
@@ -59,7 +60,8 @@ class Resolution:
     def _texts(self) -> dict[str, str]:
         """Each top-level field's canonical JSON, encoded once for the digest and the output
         (``compact_json`` of the body is exactly these joined in key order)."""
-        return {name: canonical_text(value) for name, value in self._body().items()}
+        with collector_paused():  # many small acyclic dicts and lists, freed as they go
+            return {name: canonical_text(value) for name, value in self._body().items()}
 
     def _body(self) -> dict[str, Any]:
         return {
