@@ -778,8 +778,11 @@ def test_fast_path_takes_every_event_type() -> None:
 
 import gc  # noqa: E402
 
+from strategies import actors  # noqa: E402
+
 from gamma.core.chain import head_of  # noqa: E402
 from gamma.core.collector import collector_paused  # noqa: E402
+from gamma.core.convert import converter  # noqa: E402
 from gamma.core.merkle import CompactRange, TreeBuilder, leaf_hash, tree_head_of  # noqa: E402
 from gamma.core.parsed import ParsedLog  # noqa: E402
 from gamma.core.resolver import resolve  # noqa: E402
@@ -854,3 +857,15 @@ def test_a_pause_unfreezes_nothing_the_caller_froze() -> None:
         assert kept and gc.isenabled() and gc.get_freeze_count() == count
     finally:
         gc.unfreeze()
+
+
+@_MANY
+@given(data=st.data())
+def test_a_resolutions_records_are_unstructured_as_the_converter_does(data: Any) -> None:
+    log_ = data.draw(logs(max_size=16), label="log")
+    parsed = parse_events(jsonl(log_.lines).split("\n"), policy=log_.policy)
+    who = data.draw(actors(log_), label="actor")
+    resolution = resolve(parsed, who, "2030-01-01T00:00:00Z", log_.policy)
+    body = resolution._body()
+    for name in ("admitted", "excluded", "ignored"):
+        assert body[name] == [converter.unstructure(item) for item in getattr(resolution, name)]
