@@ -781,7 +781,7 @@ import gc  # noqa: E402
 from strategies import actors  # noqa: E402
 
 from gamma.core.chain import head_of  # noqa: E402
-from gamma.core.collector import collector_paused  # noqa: E402
+from gamma.core.collector import PROMOTE_AT, collector_paused  # noqa: E402
 from gamma.core.convert import converter  # noqa: E402
 from gamma.core.merkle import CompactRange, TreeBuilder, leaf_hash, tree_head_of  # noqa: E402
 from gamma.core.parsed import ParsedLog  # noqa: E402
@@ -853,7 +853,7 @@ def test_a_pause_unfreezes_nothing_the_caller_froze() -> None:
         count = gc.get_freeze_count()
         assert count > 0
         with collector_paused():
-            kept = [[] for _ in range(10)]
+            kept = [[] for _ in range(PROMOTE_AT + 1000)]  # large enough to be promoted
         assert kept and gc.isenabled() and gc.get_freeze_count() == count
     finally:
         gc.unfreeze()
@@ -869,3 +869,11 @@ def test_a_resolutions_records_are_unstructured_as_the_converter_does(data: Any)
     body = resolution._body()
     for name in ("admitted", "excluded", "ignored"):
         assert body[name] == [converter.unstructure(item) for item in getattr(resolution, name)]
+
+
+def test_a_large_pause_hands_what_it_built_to_the_oldest_generation() -> None:
+    gc.collect()
+    with collector_paused():
+        kept = [[] for _ in range(PROMOTE_AT + 1000)]
+    assert gc.get_count()[0] < PROMOTE_AT  # promoted: not waiting in the youngest generation
+    assert gc.get_freeze_count() == 0 and gc.isenabled() and kept

@@ -5,8 +5,8 @@ objects that hold no reference cycles (reference counting frees them). With the 
 thresholds the collector would walk every one of them again and again: at 100k events it
 was about half of ``resolve`` and of the JSON output. Paused, never tuned: the setting a
 caller had is restored on the way out, whatever happens, and nested pauses are harmless;
-objects that outlive the block are handed to the oldest generation, where a full collection
-will still find any garbage among them.
+the objects that outlive a large block are handed to the oldest generation, where a full
+collection will still find any garbage among them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["collector_paused"]
+__all__ = ["PROMOTE_AT", "collector_paused"]
+
+#: Net tracked objects a block must leave behind to be promoted at once. A small block (one
+#: resolution of an engine's turn) is left to the youngest generation, as any other code's
+#: objects, so that a caller's young cyclic garbage is not moved out of its reach each call.
+PROMOTE_AT = 50_000
 
 
 @contextmanager
@@ -27,11 +32,11 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
-            if not gc.get_freeze_count():
-                # what the block built goes straight to the oldest generation (freeze and unfreeze
-                # move every tracked object there, in constant time), so the first collections
-                # after it do not walk it all again; only when the caller froze nothing, so no
-                # object of theirs is unfrozen
+            if gc.get_count()[0] > PROMOTE_AT and not gc.get_freeze_count():
+                # what a large block built goes straight to the oldest generation (freeze and
+                # unfreeze move every tracked object there, in constant time), so the first
+                # collections after it do not walk it all again; only when the caller froze
+                # nothing, so no object of theirs is unfrozen
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
