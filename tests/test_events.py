@@ -772,3 +772,108 @@ def test_fast_path_takes_every_event_type() -> None:
         fast = fast_line(line, Policy())
         assert fast is not None, line
         assert fast[1] == line
+
+
+# -- the reader's heads and the paused collector --------------------------------------------
+
+import gc  # noqa: E402
+
+from strategies import actors  # noqa: E402
+
+from gamma.core.chain import head_of  # noqa: E402
+from gamma.core.collector import PROMOTE_AT, collector_paused  # noqa: E402
+from gamma.core.convert import converter  # noqa: E402
+from gamma.core.merkle import CompactRange, TreeBuilder, leaf_hash, tree_head_of  # noqa: E402
+from gamma.core.parsed import ParsedLog  # noqa: E402
+from gamma.core.resolver import resolve  # noqa: E402
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 7, 4095, 4096, 4097, 8192, 12289])
+def test_tree_builder_gives_the_compact_ranges_head(size: int) -> None:
+    """Batches are perfect subtrees and the pairing carries an odd node up: the same root as
+    RFC 9162's split at the largest power of two, at every size around a batch's edge."""
+    datas = [f"leaf {i}".encode() for i in range(size)]
+    compact, builder = CompactRange(), TreeBuilder()
+    for data in datas:
+        compact.append(leaf_hash(data))
+        builder.add(data)
+    assert builder.head() == compact.head()
+
+
+@_MANY
+@given(data=st.data())
+def test_the_readers_heads_are_the_heads_of_its_canonical_texts(data: Any) -> None:
+    log_ = data.draw(logs(max_size=12), label="log")
+    text = data.draw(st.sampled_from((jsonl(log_.lines), data.draw(written_jsonl(log_)))))
+    parsed = parse_events(text.split("\n"), policy=log_.policy)
+    canonical = [canonical_event(event) for event in parsed]
+    assert isinstance(parsed, ParsedLog)
+    assert parsed.heads == (head_of(canonical), tree_head_of(canonical))
+    assert parsed[:].heads == parsed.heads  # the whole-length prefix is the same log
+    if parsed:
+        assert parsed[: len(parsed) - 1].heads is None  # a shorter one has its heads computed
+
+
+def test_resolve_still_checks_a_given_head_against_the_readers() -> None:
+    parsed = parse_lines([json.dumps(e) for e in stamp(GOOD)])
+    assert isinstance(parsed, ParsedLog) and parsed.heads is not None
+    who, at = actor(), "2026-12-31T00:00:00Z"
+    good = resolve(parsed, who, at)
+    assert (good.log, good.tree) == parsed.heads
+    assert resolve(parsed, who, at, head=good.log, tree=good.tree) == good
+    with pytest.raises(InputError) as info:
+        resolve(parsed, who, at, head="0" * 64)
+    assert info.value.field == "head"
+    earlier = resolve(parsed, who, stamp(GOOD)[0]["ts"])  # a prefix: its heads, computed
+    assert earlier.log == head_of([canonical_event(parsed[0])])
+    assert resolve(tuple(parsed), who, at).log == good.log  # a plain tuple: computed, equal
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_reading_and_resolving_leave_the_collector_as_it_was(enabled: bool) -> None:
+    lines = [json.dumps(e) for e in stamp(GOOD)]
+    was, thresholds = gc.isenabled(), gc.get_threshold()
+    try:
+        gc.enable() if enabled else gc.disable()
+        parsed = parse_lines(lines)
+        assert gc.isenabled() is enabled
+        resolution = resolve(parsed, actor(), "2026-12-31T00:00:00Z")
+        assert resolution.to_json() and gc.isenabled() is enabled
+        with pytest.raises(InputError):
+            parse_lines([*lines, "{"])
+        assert gc.isenabled() is enabled
+        assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_a_pause_unfreezes_nothing_the_caller_froze() -> None:
+    gc.freeze()
+    try:
+        count = gc.get_freeze_count()
+        assert count > 0
+        with collector_paused():
+            kept = [[] for _ in range(PROMOTE_AT + 1000)]  # large enough to be promoted
+        assert kept and gc.isenabled() and gc.get_freeze_count() == count
+    finally:
+        gc.unfreeze()
+
+
+@_MANY
+@given(data=st.data())
+def test_a_resolutions_records_are_unstructured_as_the_converter_does(data: Any) -> None:
+    log_ = data.draw(logs(max_size=16), label="log")
+    parsed = parse_events(jsonl(log_.lines).split("\n"), policy=log_.policy)
+    who = data.draw(actors(log_), label="actor")
+    resolution = resolve(parsed, who, "2030-01-01T00:00:00Z", log_.policy)
+    body = resolution._body()
+    for name in ("admitted", "excluded", "ignored"):
+        assert body[name] == [converter.unstructure(item) for item in getattr(resolution, name)]
+
+
+def test_a_large_pause_hands_what_it_built_to_the_oldest_generation() -> None:
+    gc.collect()
+    with collector_paused():
+        kept = [[] for _ in range(PROMOTE_AT + 1000)]
+    assert gc.get_count()[0] < PROMOTE_AT  # promoted: not waiting in the youngest generation
+    assert gc.get_freeze_count() == 0 and gc.isenabled() and kept

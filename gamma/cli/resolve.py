@@ -17,6 +17,7 @@ from gamma.cli.options import (
     read_policy,
 )
 from gamma.core.canonical import format_ts
+from gamma.core.collector import collector_paused
 from gamma.core.resolver import resolve
 
 
@@ -57,7 +58,9 @@ def resolve_command(
     audit_path: str | None,
 ) -> None:
     """Resolve LOG for an actor at a time: what may the actor rely on, and why not the rest."""
-    with command("resolve", log=log, format=fmt) as record:
+    # one pause for the whole command: the log's events live until the process ends, so the
+    # collector would only walk them again and again between the reader's and Γ's own pauses
+    with command("resolve", log=log, format=fmt) as record, collector_paused():
         one_stdin(("LOG", log), ("--actor", actor))
         at_ts = read_at(at)
         events, policy = read_log(log, read_policy(policy_path) if policy_path else None)

@@ -29,6 +29,11 @@ def keyed_step(key: bytes, previous: bytes, canonical: str) -> bytes:
 def head_of(canonical_events: Iterable[str], *, key: bytes | None = None) -> str:
     """The head (hex) after the given canonical events; the keyed head when ``key`` is given."""
     head = GENESIS
+    if key is not None:
+        for canonical in canonical_events:
+            head = keyed_step(key, head, canonical)
+        return head.hex()
+    sha256 = hashlib.sha256
     for canonical in canonical_events:
-        head = step(head, canonical) if key is None else keyed_step(key, head, canonical)
+        head = sha256(head + canonical.encode("utf-8")).digest()
     return head.hex()

@@ -9,12 +9,11 @@ instead of re-reading its whole log.
 
 from __future__ import annotations
 
-import gc
+import hashlib
 import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -23,6 +22,8 @@ import attrs
 import cattrs
 
 from gamma.core.canonical import MAX_SAFE_INT, canonical_json, compact_json, format_ts
+from gamma.core.chain import GENESIS
+from gamma.core.collector import collector_paused
 from gamma.core.convert import check_keys, converter, first_failure
 from gamma.core.errors import (
     ActorError,
@@ -38,6 +39,7 @@ from gamma.core.errors import (
     ValueTypeError,
 )
 from gamma.core.fastpath import fast_event, fast_line
+from gamma.core.merkle import TreeBuilder
 from gamma.core.model import (
     EVENT_TYPES,
     Actor,
@@ -536,42 +538,45 @@ def _parse_lines(
     source: str | None,
 ) -> tuple[Event, ...]:
     """Each line decoded once (``fastpath``; the strict path for what it is not sure of), then
-    the whole log validated. ``bytes`` lines are known to be UTF-8 (``load_events`` checked)."""
+    the whole log validated. ``bytes`` lines are known to be UTF-8 (``load_events`` checked).
+
+    A whole log (no ``index``) is hashed as it is read, from the canonical bytes at hand: its
+    chain head and tree head ride on the ParsedLog, so that Γ over all of it need not hash
+    every event again to record them and to check a head it is given."""
     parsed: list[tuple[int | None, Event]] = []
     append = parsed.append
-    with _collector_paused():
+    sha256 = hashlib.sha256
+    chain = GENESIS
+    tree = TreeBuilder()
+    add_leaf = tree.add
+    hashing = index is None
+    with collector_paused():
         for number, text in enumerate(lines, start=1):
             fast = fast_line(text, policy)
             if fast is not None:
-                event, canonical = fast
+                event, canonical, data = fast
                 # initialising a cache slot of an object built a moment ago, before anyone sees it
                 object.__setattr__(event, "_canonical", canonical)
-                append((number, event))
-                continue
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
-            if not text.strip():
-                continue
-            obj = decode_json(text, source=source, line=number)
-            event = event_from_json(obj, policy=policy, source=source, line=number)
-            append((number, _with_canonical(event, obj)))
-    validate_log(parsed, index=index, source=source)
-    events = (event for _, event in parsed)
-    return ParsedLog(events) if index is None else tuple(events)  # with an index: not a whole log
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a log's events are built: they hold no cycles, and
-    with the default thresholds the collector would walk every event made so far again and
-    again (a quadratic share of a large parse). Restored as it was, whatever happens."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+            else:
+                if isinstance(text, bytes):
+                    text = text.decode("utf-8")
+                if not text.strip():
+                    continue
+                obj = decode_json(text, source=source, line=number)
+                event = _with_canonical(event_from_json(obj, policy=policy, source=source,
+                                                        line=number), obj)
+                data = canonical_event(event).encode("utf-8")
+            append((number, event))
+            if hashing:
+                chain = sha256(chain + data).digest()
+                add_leaf(data)
+        validate_log(parsed, index=index, source=source)
+        events = (event for _, event in parsed)
+        if index is not None:
+            return tuple(events)  # with an index: not a whole log
+        log = ParsedLog(events)
+    log.heads = (chain.hex(), tree.head())
+    return log
 
 
 EMPTY_FILE = "the file is empty (zero bytes): neither a store nor an event log"

@@ -353,8 +353,9 @@ def canonical_bytes(obj: Any) -> bytes:
     return orjson.dumps(obj, option=_SORT)
 
 
-def fast_line(line: str | bytes, policy: Policy) -> tuple[Event, str] | None:
-    """One JSON line decoded once into an event and its canonical text, or None (strict path)."""
+def fast_line(line: str | bytes, policy: Policy) -> tuple[Event, str, bytes] | None:
+    """One JSON line decoded once into an event and its canonical text (as text and as the
+    UTF-8 bytes the chain and the tree hash), or None (strict path)."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -369,4 +370,4 @@ def fast_line(line: str | bytes, policy: Policy) -> tuple[Event, str] | None:
         size = len(line)
     if len(canonical) != size:
         return None  # a duplicate key, whitespace or a longer escape: the strict path decides
-    return event, canonical.decode("utf-8")
+    return event, canonical.decode("utf-8"), canonical

@@ -31,6 +31,7 @@ __all__ = [
     "InclusionProof",
     "MemoryTree",
     "SubtreeHashes",
+    "TreeBuilder",
     "TreeHead",
     "tree_head_of",
     "consistency_path",
@@ -116,10 +117,57 @@ class CompactRange:
 
 def tree_head_of(canonical_events: Iterable[str]) -> TreeHead:
     """The tree head over canonical events (each event's UTF-8 bytes is one leaf)."""
-    compact = CompactRange()
+    builder = TreeBuilder()
+    add = builder.add
     for canonical in canonical_events:
-        compact.append(leaf_hash(canonical.encode("utf-8")))
-    return compact.head()
+        add(canonical.encode("utf-8"))
+    return builder.head()
+
+
+_BATCH = 4096  # leaves hashed together; a power of two, so each full batch is a perfect subtree
+
+
+def _level_root(level: list[bytes]) -> bytes:
+    """MTH over these leaf hashes (at least one), pairing level by level: an unpaired last node
+    moves up as it is, which splits at the largest power of two below the size, as RFC 9162 does."""
+    sha256 = hashlib.sha256
+    while len(level) > 1:
+        paired = [sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        if len(level) & 1:
+            paired.append(level[-1])
+        level = paired
+    return level[0]
+
+
+class TreeBuilder:
+    """The tree head over leaves added one at a time, for a reader that hashes as it reads.
+
+    Leaves are hashed as they come and folded a batch (a perfect subtree) at a time, so the
+    memory is one batch of leaf hashes and the O(log n) subtree roots of a compact range.
+    """
+
+    def __init__(self) -> None:
+        self._batches = CompactRange()  # over the roots of the full batches
+        self._leaves: list[bytes] = []
+        self._sha256 = hashlib.sha256
+
+    def add(self, data: bytes) -> None:
+        """Add the leaf ``data`` (an event's canonical UTF-8 bytes)."""
+        leaves = self._leaves
+        leaves.append(self._sha256(b"\x00" + data).digest())
+        if len(leaves) == _BATCH:
+            self._batches.append(_level_root(leaves))
+            self._leaves = []
+
+    def head(self) -> TreeHead:
+        """The head over the leaves added so far."""
+        size = self._batches.size * _BATCH + len(self._leaves)
+        if not self._leaves:
+            return TreeHead(size=size, root=self._batches.root().hex())
+        current = _level_root(self._leaves)
+        for node in reversed(self._batches.nodes):
+            current = node_hash(node, current)
+        return TreeHead(size=size, root=current.hex())
 
 
 def root_of(leaves: Iterable[bytes]) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, SupportsIndex, overload
 
+from gamma.core.merkle import TreeHead
 from gamma.core.model import Event
 
 __all__ = ["ParsedLog", "tenant_part"]
@@ -27,7 +28,10 @@ class ParsedLog(tuple[Event, ...]):
     slice is a plain tuple.
     """
 
-    __slots__ = ()
+    #: (chain head, tree head) of the whole log, when the reader hashed its canonical texts
+    #: as it read them (no slots: a tuple subclass cannot have them, so this lives in the
+    #: instance's dict). A ParsedLog built otherwise has None, and its heads are computed.
+    heads: tuple[str, TreeHead] | None = None
 
     @overload
     def __getitem__(self, index: SupportsIndex) -> Event: ...
@@ -37,7 +41,10 @@ class ParsedLog(tuple[Event, ...]):
     def __getitem__(self, index: Any) -> Any:
         got = super().__getitem__(index)
         if isinstance(index, slice) and index.start in (None, 0) and index.step in (None, 1):
-            return ParsedLog(got)
+            prefix = ParsedLog(got)
+            if len(prefix) == len(self):
+                prefix.heads = self.heads
+            return prefix
         return got
 
 

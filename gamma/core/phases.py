@@ -281,8 +281,14 @@ def inherit(
     by the fact's own ``depends_on``. Origins pass through hidden facts too, and in ``flag``
     mode.
     """
+    deps = fact.event.depends_on
+    if not deps:  # most facts: nothing to inherit, an origin only of its own codes
+        keys = own.keys()
+        return dict(own), (
+            fact.id if _OWN_VALIDITY & keys else None,
+            fact.id if _OWN_VISIBILITY & keys else None,
+        ), None
     final = dict(own)
-    deps = fact.event.depends_on or ()
     direct: list[dict[str, str]] = []
     for group in range(2):
         found: dict[str, str] = {}

@@ -27,6 +27,7 @@ import attrs
 
 from gamma.core.canonical import format_ts, parse_at
 from gamma.core.chain import head_of
+from gamma.core.collector import collector_paused
 from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, normal_actor
 from gamma.core.handbuilt import checked_log
@@ -42,6 +43,7 @@ from gamma.core.model import (
     Revoke,
     heard_by,
 )
+from gamma.core.parsed import ParsedLog
 from gamma.core.phases import conclude, scope_contains, specificity
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
@@ -258,17 +260,28 @@ def resolve(
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
     at = parse_at(at)
-    prefix = heard_by(checked_log(events, policy), at)
+    with collector_paused():
+        prefix = heard_by(checked_log(events, policy), at)
+        computed = _heads(prefix)
+        for name, given, own in (("head", head, computed[0]), ("tree", tree, computed[1])):
+            if given is not None and given != own:
+                raise InputError(
+                    f"{given} is not the {name} of the {len(prefix)} events heard by"
+                    f" {format_ts(at)} ({own})",
+                    field=name,
+                )
+        return _resolve(prefix, actor, at, policy, *computed)
+
+
+def _heads(prefix: Sequence[Event]) -> tuple[str, TreeHead]:
+    """The chain head and tree head of ``prefix``: the reader's, when it hashed this very log
+    as it read it (a ParsedLog, or its whole-length prefix, carries them), else computed from
+    the events' canonical texts."""
+    known = prefix.heads if isinstance(prefix, ParsedLog) else None
+    if known is not None:
+        return known
     canonical = [canonical_event(event) for event in prefix]
-    computed = (head_of(canonical), tree_head_of(canonical))
-    for name, given, own in (("head", head, computed[0]), ("tree", tree, computed[1])):
-        if given is not None and given != own:
-            raise InputError(
-                f"{given} is not the {name} of the {len(prefix)} events heard by {format_ts(at)}"
-                f" ({own})",
-                field=name,
-            )
-    return _resolve(prefix, actor, at, policy, *computed)
+    return head_of(canonical), tree_head_of(canonical)
 
 
 def resolve_partition(
@@ -291,11 +304,12 @@ def resolve_partition(
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
     at = parse_at(at)
-    prefix = heard_by(checked_log(events, policy), at)
-    if head is None or tree is None:
-        canonical = [canonical_event(event) for event in prefix]
-        head, tree = head or head_of(canonical), tree or tree_head_of(canonical)
-    return _resolve(prefix, actor, at, policy, head, tree)
+    with collector_paused():
+        prefix = heard_by(checked_log(events, policy), at)
+        if head is None or tree is None:
+            own = _heads(prefix)
+            head, tree = head or own[0], tree or own[1]
+        return _resolve(prefix, actor, at, policy, head, tree)
 
 
 def _resolve(
