@@ -81,7 +81,7 @@ def in_worker(job: Callable[[Any], Any], task: Any) -> Any:
     """``job(task)`` in a worker process. The first time, what is alive after the worker's
     start-up (its modules; a Dask worker's own state) is frozen out of the collector's reach
     (``gc.freeze``): else every full collection a partition's parsing sets off walks it again,
-    which cost a Dask worker about a fifth more CPU than a pool worker for the same tenants."""
+    which made a Dask worker's collections take twice a pool worker's for the same tenants."""
     global _settled
     if not _settled:
         _settled = True
