@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from distributed import Client, as_completed
 
-from gamma.review.run import Executor, Failure, in_worker
+from gamma.review.run import Executor, Failure, in_worker, settle
 
 __all__ = ["dask", "on_this_host", "run_batch", "batches"]
 
@@ -38,7 +38,10 @@ def on_this_host(client: Client) -> bool:
 
 
 def run_batch(job: Callable[[Any], Any], tasks: Sequence[Any]) -> list[Any]:
-    """A future's work on its worker: ``job`` on each of a few partitions, in order."""
+    """A future's work on its worker: ``job`` on each of a few partitions, in order. A Dask
+    worker's own state grows as it runs (task, transition and profile logs), so it is frozen
+    again before each batch (``settle``), else the collector walks it all the more each time."""
+    settle()
     return [in_worker(job, task) for task in tasks]
 
 

@@ -45,7 +45,7 @@ from gamma.review.tasks import (
 )
 
 __all__ = [
-    "Failure", "Executor", "serial", "pool", "guarded", "in_worker", "run_review", "run_replays",
+    "Failure", "Executor", "serial", "pool", "guarded", "in_worker", "settle", "run_review", "run_replays",
 ]  # fmt: skip
 
 
@@ -85,9 +85,14 @@ def in_worker(job: Callable[[Any], Any], task: Any) -> Any:
     global _settled
     if not _settled:
         _settled = True
-        gc.collect()
-        gc.freeze()
+        settle()
     return job(task)
+
+
+def settle() -> None:
+    """Collect, then freeze what survives: a worker's own long-lived state, not a partition's."""
+    gc.collect()
+    gc.freeze()
 
 
 def serial(job: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
