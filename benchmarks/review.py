@@ -8,6 +8,8 @@ the peak RSS of this (the parent) process and of every worker, the largest tenan
 ``/proc/loadavg`` before and after each way (the machine is shared).
 
     python benchmarks/review.py --events 1000000 --tenants 1000 --actors 10000 --out review.json
+
+``--dask-batch N`` (repeatable) runs the Dask row with N partitions per future, once per N.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--actors", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-dask", action="store_true")
+    ap.add_argument("--dask-batch", type=int, action="append", default=None,
+                    help="partitions per Dask future (repeat for several Dask rows; default: auto)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="gamma-review-bench-"))
@@ -154,11 +158,13 @@ def main(argv: list[str] | None = None) -> int:
 
             from gamma.review.on_dask import dask
 
-            with distributed.LocalCluster(
-                n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
-            ) as cluster, distributed.Client(cluster) as client:
-                timed("dask_2", dask(client))
-            workers("dask_2")
+            for size in args.dask_batch or [None]:
+                name = "dask_2" if size is None else f"dask_2_batch_{size}"
+                with distributed.LocalCluster(
+                    n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+                ) as cluster, distributed.Client(cluster) as client:
+                    timed(name, dask(client, batch=size))
+                workers(name)
         digests = {run.pop("digest") for run in runs.values()}
         result["byte_identical"] = len(digests) == 1
         for name in runs:

@@ -162,9 +162,10 @@ def test_dask_local_cluster_byte_identical_and_survives_a_killed_worker(
         assert on_this_host(client)
         # as on a cluster of machines: partitions go as bytes, results come back as text
         run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "b", since=SINCE,
-                   executor=dask(client, shared=False, in_flight=1))  # fmt: skip
+                   executor=dask(client, shared=False, in_flight=1, batch=4))  # fmt: skip
+        # a killed worker's whole batch (t0005 and the tenants beside it) is re-run
         summary = run_review(EVENTS, ACTORS, AT, DEFAULT_POLICY, tmp_path / "c", since=SINCE,
-                             executor=dask(client), job=_die_once)  # fmt: skip
+                             executor=dask(client, batch=4), job=_die_once)  # fmt: skip
     assert (tmp_path / "killed").exists()
     assert summary["failed"] == []
     assert _tree(tmp_path / "a") == _tree(tmp_path / "b") == _tree(tmp_path / "c")

@@ -1,8 +1,10 @@
-"""The Dask executor: one future per partition on a ``distributed.Client``'s cluster.
+"""The Dask executor: a few partitions per future on a ``distributed.Client``'s cluster.
 
-Imported only when Dask is asked for (it needs the ``gamma[dask]`` extra). A partition
-is read from the spool and submitted only when a slot is free (at most ``in_flight``
-per worker thread), so neither the client nor the scheduler ever holds the whole log.
+Imported only when Dask is asked for (it needs the ``gamma[dask]`` extra). A batch of
+partitions is read from the spool and submitted only when a slot is free (at most
+``in_flight`` futures per worker thread), so neither the client nor the scheduler ever
+holds the whole log; batching spares a thousand small tenants a thousand round trips
+through the scheduler.
 Unless the workers share this machine's disk (every worker on this host, or
 ``shared=True``), each task carries its partition's bytes and its result comes back as
 text, so any cluster works. A worker that dies mid-partition has its task rescheduled
@@ -18,9 +20,9 @@ from urllib.parse import urlsplit
 
 from distributed import Client, as_completed
 
-from gamma.review.run import Executor, Failure
+from gamma.review.run import Executor, Failure, in_worker, settle
 
-__all__ = ["dask", "on_this_host"]
+__all__ = ["dask", "on_this_host", "run_batch", "batches"]
 
 
 def on_this_host(client: Client) -> bool:
@@ -35,34 +37,54 @@ def on_this_host(client: Client) -> bool:
     return bool(hosts) and hosts <= here
 
 
-def dask(client: Client, *, shared: bool | None = None, in_flight: int = 4) -> Executor:
-    """Run each partition as one task on ``client``'s cluster, a few at a time per thread;
-    ``shared`` None: the workers share this disk when they all run on this host."""
+def run_batch(job: Callable[[Any], Any], tasks: Sequence[Any]) -> list[Any]:
+    """A future's work on its worker: ``job`` on each of a few partitions, in order. A Dask
+    worker's own state grows as it runs (task, transition and profile logs), so it is frozen
+    again before each batch (``settle``), else the collector walks it all the more each time."""
+    settle()
+    return [in_worker(job, task) for task in tasks]
+
+
+def batches(tasks: Sequence[Any], size: int) -> list[tuple[Any, ...]]:
+    """``tasks`` in order, ``size`` at a time (the largest partitions come first, so the
+    futures at the end, of the smallest, even out the workers' finish)."""
+    return [tuple(tasks[i : i + size]) for i in range(0, len(tasks), size)]
+
+
+def dask(
+    client: Client, *, shared: bool | None = None, in_flight: int = 4, batch: int | None = None
+) -> Executor:
+    """Run the partitions on ``client``'s cluster, ``batch`` per future (None: up to 16,
+    and at least eight futures per worker thread), at most ``in_flight`` futures per thread
+    at a time; ``shared`` None: the workers share this disk when they all run on this host."""
 
     def run(job: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
         threads = sum(client.nthreads().values()) or 1  # type: ignore[no-untyped-call]
         local = on_this_host(client) if shared is None else shared
-        queue = iter(tasks)
-        owner: dict[Any, Any] = {}
+        size = batch or max(1, min(16, len(tasks) // (threads * 8)))
+        queue = iter(batches(tasks, size))
+        owner: dict[Any, tuple[Any, ...]] = {}
         running = as_completed()  # type: ignore[no-untyped-call]
 
         def submit_next() -> None:
-            task = next(queue, None)
-            if task is not None:
-                future = client.submit(job, task if local else task.remote(), pure=False)
-                owner[future] = task
+            group = next(queue, None)
+            if group is not None:
+                shipped = group if local else tuple(task.remote() for task in group)
+                future = client.submit(run_batch, job, shipped, pure=False)
+                owner[future] = group
                 running.add(future)  # type: ignore[no-untyped-call]
 
         for _ in range(threads * in_flight):
             submit_next()
         for future in running:
-            task = owner.pop(future)
+            group = owner.pop(future)
             try:
-                result = future.result()
+                results = future.result()
             except Exception as exc:  # the scheduler gave up on it (KilledWorker)
-                result = Failure(task.tenant, f"{type(exc).__name__}: {exc}")
+                error = f"{type(exc).__name__}: {exc}"
+                results = [Failure(task.tenant, error) for task in group]
             future.release()
             submit_next()
-            yield task, result
+            yield from zip(group, results)
 
     return run

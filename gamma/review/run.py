@@ -10,6 +10,7 @@ workers wrote (or writes the text a remote worker sent back) and writes ``summar
 from __future__ import annotations
 
 import functools
+import gc
 import multiprocessing
 import os
 import secrets
@@ -44,7 +45,7 @@ from gamma.review.tasks import (
 )
 
 __all__ = [
-    "Failure", "Executor", "serial", "pool", "guarded", "run_review", "run_replays",
+    "Failure", "Executor", "serial", "pool", "guarded", "in_worker", "settle", "run_review", "run_replays",
 ]  # fmt: skip
 
 
@@ -73,6 +74,27 @@ def guarded(job: Callable[[Any], Any], task: Any) -> Any:
         return Failure(task.tenant, last)
 
 
+_settled = False
+
+
+def in_worker(job: Callable[[Any], Any], task: Any) -> Any:
+    """``job(task)`` in a worker process. The first time, what is alive after the worker's
+    start-up (its modules; a Dask worker's own state) is frozen out of the collector's reach
+    (``gc.freeze``): else every full collection a partition's parsing sets off walks it again,
+    which made a Dask worker's collections take twice a pool worker's for the same tenants."""
+    global _settled
+    if not _settled:
+        _settled = True
+        settle()
+    return job(task)
+
+
+def settle() -> None:
+    """Collect, then freeze what survives: a worker's own long-lived state, not a partition's."""
+    gc.collect()
+    gc.freeze()
+
+
 def serial(job: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
     """One after another, in this process."""
     for task in tasks:
@@ -88,7 +110,8 @@ def pool(workers: int, *, rounds: int = 3) -> Executor:
         todo = list(tasks)
         for attempt in range(rounds):
             with ProcessPoolExecutor(max_workers=workers, mp_context=context) as executor:
-                futures: dict[Future[Any], Any] = {executor.submit(job, t): t for t in todo}
+                futures: dict[Future[Any], Any] = {executor.submit(in_worker, job, t): t
+                                                 for t in todo}
                 todo = []
                 pending = set(futures)
                 while pending:
