@@ -13,6 +13,7 @@ by the scheduler.
 
 from __future__ import annotations
 
+import gc
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from urllib.parse import urlsplit
 
 from distributed import Client, as_completed
 
-from gamma.review.run import Executor, Failure, in_worker, settle
+from gamma.review.run import Executor, Failure, settle
 
 __all__ = ["dask", "on_this_host", "run_batch", "batches"]
 
@@ -40,9 +41,14 @@ def on_this_host(client: Client) -> bool:
 def run_batch(job: Callable[[Any], Any], tasks: Sequence[Any]) -> list[Any]:
     """A future's work on its worker: ``job`` on each of a few partitions, in order. A Dask
     worker's own state grows as it runs (task, transition and profile logs), so it is frozen
-    again before each batch (``settle``), else the collector walks it all the more each time."""
+    for the batch (``settle``), else every collection the parsing sets off walks it again;
+    it is unfrozen after, so that on a long-lived cluster the collector still frees whatever
+    of it later becomes cyclic garbage."""
     settle()
-    return [in_worker(job, task) for task in tasks]
+    try:
+        return [job(task) for task in tasks]
+    finally:
+        gc.unfreeze()
 
 
 def batches(tasks: Sequence[Any], size: int) -> list[tuple[Any, ...]]:
