@@ -877,3 +877,12 @@ def test_a_large_pause_hands_what_it_built_to_the_oldest_generation() -> None:
         kept = [[] for _ in range(PROMOTE_AT + 1000)]
     assert gc.get_count()[0] < PROMOTE_AT  # promoted: not waiting in the youngest generation
     assert gc.get_freeze_count() == 0 and gc.isenabled() and kept
+
+
+def test_a_lone_surrogate_in_a_python_str_line_is_an_input_error_naming_the_field() -> None:
+    """A str line from Python may hold a surrogate code point itself, not only its escape."""
+    line = ('{"id":"e1","type":"assert","ts":"2026-03-01T09:00:00Z","actor":"w","tenant":"acme",'
+            '"fact":"F1","key":"k1","value":"x\ud800"}')
+    with pytest.raises(ValueTypeError) as raised:
+        parse_events([line])
+    assert (raised.value.line, raised.value.field) == (1, "value")

@@ -126,12 +126,18 @@ def decode_json(text: str, *, source: str | None = None, line: int | None = None
     except RecursionError:
         raise JSONSyntaxError("JSON nested too deeply", source=source, line=line) from None
     # the walk that names the offending field is needed only when something may be wrong
-    if refused or _SURROGATE_ESCAPE.search(text) or _LONG_DIGITS.search(text):
+    if (
+        refused
+        or _SURROGATE_ESCAPE.search(text)
+        or _LONG_DIGITS.search(text)
+        or (not text.isascii() and _SURROGATE_CHAR.search(text))  # a str handed in from Python
+    ):
         _check_scalars(value, source=source, line=line, path="")
     return value
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_CHAR = re.compile("[\ud800-\udfff]")
 _LONG_DIGITS = re.compile(r"[0-9]{16}")
 
 
