@@ -19,15 +19,14 @@ No I/O here: ``gamma.storage.engine.Engine`` adds the store.
 from __future__ import annotations
 
 import bisect
-import gc
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 from gamma.core.canonical import parse_at
 from gamma.core.chain import GENESIS, step
+from gamma.core.collector import collector_paused
 from gamma.core.decisions import Admitted, Excluded, Ignored
 from gamma.core.derived import Derived, Table, TenantIndex, actor_class
 from gamma.core.errors import UnknownReferenceError
@@ -60,20 +59,6 @@ Decision = Admitted | Excluded
 CLASSES_KEPT = 64
 
 T = TypeVar("T")
-
-@contextmanager
-def _paused_gc() -> Iterator[None]:
-    """The records built here are acyclic; with the whole log alive, each cyclic collection
-    the allocations trigger walks every object the engine holds, which costs more than the
-    phases themselves. Paused, then restored."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-
 
 class EngineState:
     """Validated events, the chain heads and Merkle leaves after each, and per-tenant folds."""
@@ -169,7 +154,7 @@ class EngineState:
         if view is None:  # a prefix of the tenant: folded afresh
             fold, index = self._fresh(actor.tenant, at)
             if keys is None:
-                with _paused_gc():
+                with collector_paused():
                     return conclude(fold, actor, at, self.policy, head, self.tree_at(at))
             derived = Derived(self.policy, index)
             derived.take_experiences(fold.experiences)
@@ -177,7 +162,7 @@ class EngineState:
         kept, fold, derived = view
         if keys is not None:
             return self._part(derived, fold, kept, actor, at, head, frozenset(keys))
-        with _paused_gc():
+        with collector_paused():
             derived.ensure(fold, actor, at)
             derived.judge(fold.experiences)
         return Resolution(
@@ -220,7 +205,7 @@ class EngineState:
                     field=f"facts[{index_}]",
                 )
             keys.add(fact.event.key)
-        with _paused_gc():
+        with collector_paused():
             derived.ensure(fold, actor, at, keys)
         return {fact_id: derived.decided[fact_id] for fact_id in asked}
 
@@ -318,7 +303,7 @@ class EngineState:
         at: datetime, head: str, wanted: frozenset[str],
     ) -> Resolution:
         """The resolution's records of the facts of ``wanted`` keys (SPEC §9.9 keys)."""
-        with _paused_gc():
+        with collector_paused():
             derived.ensure(fold, actor, at, wanted)
             in_keys = {f for key in wanted for f in derived.index.by_key.get(key, ())}
             which = derived.experiences_of(fold.experiences, in_keys)

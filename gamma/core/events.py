@@ -38,7 +38,7 @@ from gamma.core.errors import (
     UnknownReferenceError,
     ValueTypeError,
 )
-from gamma.core.fastpath import fast_event, fast_line
+from gamma.core.fastpath import CANONICAL_TS, SCOPE_SYNTAX, fast_event, fast_line
 from gamma.core.merkle import TreeBuilder
 from gamma.core.model import (
     EVENT_TYPES,
@@ -70,7 +70,6 @@ __all__ = [
     "EMPTY_FILE",
 ]
 
-_SCOPE = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
 _ID_FIELDS = ("id", "actor", "tenant", "fact", "key", "experience", "role", "to_actor")
 #: Per event class, the fields of _ID_FIELDS it has, in that order (the order errors follow).
 _NAME_FIELDS: dict[type[Event], tuple[str, ...]] = {
@@ -306,7 +305,7 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
 
 
 def _scope_or_fail(scope: str, fail: Any, field: str) -> None:
-    if scope != "global" and not _SCOPE.fullmatch(scope):
+    if scope != "global" and not SCOPE_SYNTAX.fullmatch(scope):
         raise fail(
             ValueTypeError,
             f"invalid scope {scope!r}: 'global' or '/'-separated segments of letters, digits, _.:-",
@@ -316,7 +315,7 @@ def _scope_or_fail(scope: str, fail: Any, field: str) -> None:
 
 def check_scope(scope: str) -> bool:
     """True when ``scope`` is ``global`` or a valid path of segments."""
-    return scope == "global" or bool(_SCOPE.fullmatch(scope))
+    return scope == "global" or bool(SCOPE_SYNTAX.fullmatch(scope))
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -370,7 +369,6 @@ def canonical_event(event: Event) -> str:
 
 
 _TIMESTAMP_FIELDS = ("ts", "valid_from", "valid_until")
-_CANONICAL_TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.(?!000000)[0-9]{6})?Z")
 
 
 def _with_canonical(event: Event, obj: dict[str, Any]) -> Event:
@@ -381,7 +379,7 @@ def _with_canonical(event: Event, obj: dict[str, Any]) -> Event:
     """
     body = dict(obj)
     for name in _TIMESTAMP_FIELDS:
-        if name in body and not _CANONICAL_TS.fullmatch(body[name]):
+        if name in body and not CANONICAL_TS.fullmatch(body[name]):
             body[name] = format_ts(getattr(event, name))
     text = compact_json(body)
     # initialising a cache slot of an object built a moment ago, before anyone else sees it

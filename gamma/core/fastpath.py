@@ -41,7 +41,7 @@ from gamma.core.model import (
 )
 from gamma.core.policy import Policy
 
-__all__ = ["fast_event", "fast_line", "canonical_bytes"]
+__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "canonical_bytes", "fast_event", "fast_line"]
 
 _MAX_SAFE = 2**53 - 1
 _intern = sys.intern
@@ -101,7 +101,7 @@ def _scope(value: Any) -> str:
     known = _SCOPES.get(value)
     if known is not None:
         return known
-    if value != "global" and not _SCOPE.fullmatch(value):
+    if value != "global" and not SCOPE_SYNTAX.fullmatch(value):
         raise _Defer
     if len(_SCOPES) >= _CACHE_LIMIT:
         _SCOPES.clear()
@@ -144,8 +144,10 @@ def _literal(allowed: tuple[str, ...]) -> Callable[[Any], str]:
 
 
 _TS_CACHE: dict[str, datetime] = {}
-_SCOPE = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
-_CANONICAL_TS = re.compile(
+#: A scope: ``global`` or '/'-separated segments (SPEC §2); the strict path uses it too.
+SCOPE_SYNTAX = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
+#: A timestamp already in canonical UTC form: kept as written in the canonical text.
+CANONICAL_TS = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.(?!000000)[0-9]{6})?Z"
 )
 
@@ -158,7 +160,7 @@ def _ts(value: Any) -> datetime:
     cached = _TS_CACHE.get(value)
     if cached is not None:
         return cached
-    if _CANONICAL_TS.fullmatch(value) is None:
+    if CANONICAL_TS.fullmatch(value) is None:
         raise _Defer
     try:  # on exactly this form, the same instant and checks as parse_ts, in C
         parsed = datetime.fromisoformat(value)
