@@ -21,6 +21,9 @@ times each, in one run:
   fold, render the prompt block), output to /dev/null;
 * ``gamma_py``: the same in one Python process (``load_events``, ``resolve``, ``render``),
   which also prints its work's time without the imports (``in_process_work_s``);
+* ``json_loads``: a process that only decodes each line of the file with ``json.loads``, the
+  floor of any engine that reads the log in Python: ``ceiling_cpu`` (Memgine's CPU over this
+  one's) is the most such an engine could be faster than Memgine on this log;
 * ``memgine``: a process that reads the same file (``json.loads`` per line), ingests the
   probe actor's identity and every ``assert`` of the probe tenant as ``ingest_fact`` (its
   key, value, writer, authority, ``supersedes`` and ``depends_on``; scope ``global``, the
@@ -111,6 +114,13 @@ done = time.perf_counter()
 print(json.dumps({"import_s": imported - started, "ingest_s": ingested - imported,
                   "build_context_s": done - ingested, "work_s": done - imported,
                   "context_chars": len(str(context))}))
+"""
+
+# The floor of any engine that reads the log in Python: a process that only decodes each line.
+_JSON_LOADS = r"""
+import json, sys
+with open(sys.argv[1], "rb") as handle:
+    decoded = [json.loads(raw) for raw in handle]
 """
 
 # The same work inside one gamma process, timed without the imports.
@@ -204,18 +214,22 @@ def main(argv: list[str] | None = None) -> int:
                         synth.PROBE_ACTOR["id"], QUERY]  # fmt: skip
         load_start = os.getloadavg()
         gamma_py_argv = [sys.executable, "-c", _GAMMA, str(log), str(actor), at]
-        runs: dict[str, list[dict[str, float]]] = {"gamma": [], "memgine": [], "gamma_py": []}
+        json_loads_argv = [sys.executable, "-c", _JSON_LOADS, str(log)]
+        runs: dict[str, list[dict[str, float]]] = {
+            "gamma": [], "memgine": [], "gamma_py": [], "json_loads": []
+        }
         for _ in range(args.repeat):
             runs["memgine"].append(_child(memgine_argv, env))
             runs["gamma"].append(_child(gamma_argv, env))
             runs["gamma_py"].append(_child(gamma_py_argv, env))
+            runs["json_loads"].append(_child(json_loads_argv, env))
         ingested = sum(
             1
             for line in log.read_text().splitlines()
             if '"type":"assert"' in line and f'"tenant":"{synth.PROBE_ACTOR["tenant"]}"' in line
         )
     gamma, memgine = _median(runs["gamma"]), _median(runs["memgine"])
-    gamma_py = _median(runs["gamma_py"])
+    gamma_py, floor = _median(runs["gamma_py"]), _median(runs["json_loads"])
     report = {
         "benchmark": "gamma resolve --format context vs Memgine ingest + build_context",
         "events": args.events,
@@ -230,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_in_process_work": round(
             memgine["in_process_work_s"] / gamma_py["in_process_work_s"], 2
         ),
+        "json_loads_only": floor,
+        # the most any engine that reads this log with json.loads could be faster than Memgine
+        "ceiling_cpu": round(memgine["cpu_s"] / floor["cpu_s"], 2),
+        "gamma_over_json_loads_cpu": round(gamma["cpu_s"] / floor["cpu_s"], 2),
         "loadavg": {"start": load_start, "end": os.getloadavg()},
         "python": sys.version.split()[0],
     }

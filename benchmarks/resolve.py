@@ -20,7 +20,7 @@ too, and the load average before and after each size. Peak RSS is ``getrusage(RU
 of the per-size process, read after each phase.
 
 Then, in the parent process and in the same run (``--whole-sizes``, default 100k and 1M;
-``--whole 0`` skips it), whole processes on the same log file written by ``synth.py``,
+``--whole-sizes ""`` skips it), whole processes on the same log file written by ``synth.py``,
 alternated run by run: ``gamma -q resolve LOG --format json`` (output to /dev/null) against a
 process that only reads the file and keeps ``json.loads`` of each line, with each child's
 CPU time, wall time and peak RSS (``os.wait4``); bytes of peak RSS per event; the same

@@ -676,8 +676,16 @@ def _compact(row: str) -> str:
 
 def _outcome(lines: list[str], policy: Policy, *, strict: bool, monkeypatch: Any) -> Any:
     """The events and canonical texts parsed, or the error's type, line, field and message."""
+    return _outcome_by(lines, policy, "strict" if strict else "all", monkeypatch)
+
+
+def _outcome_by(lines: list[str], policy: Policy, ways: str, monkeypatch: Any) -> Any:
+    """``_outcome`` through some ways in: ``all`` (plain, fast, strict), ``fast`` (fast and
+    strict: plain never accepts), or ``strict`` alone."""
     with monkeypatch.context() as patch:
-        if strict:  # the strict path alone: the fast one never accepts
+        if ways != "all":  # plain never accepts
+            patch.setattr(events_module, "plain_line", lambda line, policy: None)
+        if ways == "strict":  # nor does the fast path
             patch.setattr(events_module, "fast_line", lambda line, policy: None)
             patch.setattr(events_module, "fast_event", lambda obj, policy: None)
         try:
@@ -699,6 +707,7 @@ def test_fast_path_gives_the_strict_paths_events_and_canonical_text(data: Any, m
     lines = text.split("\n")
     fast = _outcome(lines, log_.policy, strict=False, monkeypatch=monkeypatch)
     assert fast == _outcome(lines, log_.policy, strict=True, monkeypatch=monkeypatch)
+    assert fast == _outcome_by(lines, log_.policy, "fast", monkeypatch)
     assert not isinstance(fast, tuple), fast  # a valid log parses
     assert [canonical for _, canonical in fast] == [
         compact_json(json.loads(canonical)) for _, canonical in fast
@@ -719,6 +728,7 @@ def test_fast_path_gives_the_strict_paths_errors(malformed: Any, compact: bool, 
     lines = [_compact(row) if compact else row for row in malformed.rows]
     fast = _outcome(lines, malformed.policy, strict=False, monkeypatch=monkeypatch)
     assert fast == _outcome(lines, malformed.policy, strict=True, monkeypatch=monkeypatch)
+    assert fast == _outcome_by(lines, malformed.policy, "fast", monkeypatch)
 
 
 def test_fast_path_defers_what_it_is_not_sure_of() -> None:

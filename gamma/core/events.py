@@ -51,6 +51,7 @@ from gamma.core.model import (
     Visibility,
 )
 from gamma.core.parsed import ParsedLog  # the reader's mark: see gamma.core.handbuilt
+from gamma.core.plain import plain_line
 from gamma.core.policy import DEFAULT_POLICY, Policy
 
 __all__ = [
@@ -453,25 +454,37 @@ def validate_log(
             found = index.fact_tenant(fact_id)
         return found
 
+    def check_references(line: int | None, event: Event, name: str, listed: Any) -> None:
+        """Each of ``listed`` is an earlier fact of the event's tenant (not its own fact)."""
+        own = event.fact if isinstance(event, Assert) else None
+        for position, target in enumerate(listed):
+            if target != own and tenant_of(target) == event.tenant:
+                continue
+            field = f"{name}[{position}]" if name else "fact"
+            _refuse_reference(pairs, target, own, tenant_of(target), line, field, source)
+
     for line, event in pairs:
         event_id = event.id
         if event_id in ids or (index is not None and index.has_event(event_id)):
             raise DuplicateIdError(
                 f"event id {event_id!r} is already used", source=source, line=line, field="id"
             )
-        if last is not None and event.ts < last:
+        ts = event.ts
+        if last is not None and ts < last:
             raise TimestampOrderError(
                 "ts goes backwards along the log", source=source, line=line, field="ts"
             )
-        own: str | None = None
-        targets: tuple[tuple[str, tuple[str, ...] | None], ...]
         if isinstance(event, Assert):
             own = event.fact
             if tenant_of(own) is not None:
                 raise DuplicateIdError(
                     f"fact id {own!r} is already asserted", source=source, line=line, field="fact"
                 )
-            targets = (("supersedes", event.supersedes), ("depends_on", event.depends_on))
+            if event.supersedes:
+                check_references(line, event, "supersedes", event.supersedes)
+            if event.depends_on:
+                check_references(line, event, "depends_on", event.depends_on)
+            facts[own] = event.tenant
         elif isinstance(event, Experience):
             experience = event.experience
             if experience in experiences or (
@@ -481,23 +494,13 @@ def validate_log(
                     f"experience id {experience!r} is already used",
                     source=source, line=line, field="experience",
                 )
-            targets = (("uses", event.uses),)
-        else:
-            targets = () if event.fact is None else (("", (event.fact,)),)
-        tenant = event.tenant
-        for name, listed in targets:
-            for position, target in enumerate(listed or ()):
-                found = tenant_of(target)
-                if found == tenant and target != own:
-                    continue
-                field = f"{name}[{position}]" if name else "fact"
-                _refuse_reference(pairs, target, own, found, line, field, source)
+            if event.uses:
+                check_references(line, event, "uses", event.uses)
+            experiences.add(experience)
+        elif event.fact is not None:
+            check_references(line, event, "", (event.fact,))
         ids.add(event_id)
-        if own is not None:
-            facts[own] = tenant
-        elif isinstance(event, Experience):
-            experiences.add(event.experience)
-        last = event.ts
+        last = ts
 
 
 def _refuse_reference(
@@ -541,8 +544,8 @@ def _parse_lines(
     index: LogIndex | None,
     source: str | None,
 ) -> tuple[Event, ...]:
-    """Each line decoded once (``fastpath``; the strict path for what it is not sure of), then
-    the whole log validated. ``bytes`` lines are known to be UTF-8 (``load_events`` checked).
+    """Each line decoded once (``plain`` for a plain line, else ``fastpath``; the strict path
+    for what neither is sure of), then the whole log validated. ``bytes`` lines are known to be UTF-8 (``load_events`` checked).
 
     A whole log (no ``index``) is hashed as it is read, from the canonical bytes at hand: its
     chain head and tree head ride on the ParsedLog, so that Γ over all of it need not hash
@@ -556,10 +559,13 @@ def _parse_lines(
     hashing = index is None
     with collector_paused():
         for number, text in enumerate(lines, start=1):
-            fast = fast_line(text, policy)
-            if fast is not None:
-                event, canonical, data = fast
+            plain = plain_line(text, policy)
+            if plain is not None:
+                event, data = plain
                 # initialising a cache slot of an object built a moment ago, before anyone sees it
+                object.__setattr__(event, "_canonical", data.decode("ascii"))
+            elif (fast := fast_line(text, policy)) is not None:
+                event, canonical, data = fast
                 object.__setattr__(event, "_canonical", canonical)
             else:
                 if isinstance(text, bytes):

@@ -41,7 +41,7 @@ from gamma.core.model import (
 )
 from gamma.core.policy import Policy
 
-__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "canonical_bytes", "fast_event", "fast_line"]
+__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "canonical_bytes", "fast_event", "fast_line", "moment", "sound"]
 
 _MAX_SAFE = 2**53 - 1
 _intern = sys.intern
@@ -152,9 +152,21 @@ CANONICAL_TS = re.compile(
 )
 
 
+def moment(text: str) -> datetime:
+    """The instant of a timestamp already in canonical UTC form (``...:SSZ`` or
+    ``...:SS.ffffffZ``), built as ``canonical.parse_ts`` builds it, one object per recent
+    instant; ValueError for a day or time that does not exist."""
+    cached = _TS_CACHE.get(text)
+    if cached is None:
+        cached = datetime.fromisoformat(text)  # on exactly this form: parse_ts's checks, in C
+        if len(_TS_CACHE) >= 4096:
+            _TS_CACHE.clear()
+        _TS_CACHE[text] = cached
+    return cached
+
+
 def _ts(value: Any) -> datetime:
-    """A timestamp already in canonical UTC form (``...:SSZ`` or ``...:SS.ffffffZ``), built
-    as ``canonical.parse_ts`` builds it."""
+    """A timestamp already in canonical UTC form."""
     if type(value) is not str:
         raise _Defer
     cached = _TS_CACHE.get(value)
@@ -162,14 +174,10 @@ def _ts(value: Any) -> datetime:
         return cached
     if CANONICAL_TS.fullmatch(value) is None:
         raise _Defer
-    try:  # on exactly this form, the same instant and checks as parse_ts, in C
-        parsed = datetime.fromisoformat(value)
+    try:
+        return moment(value)
     except ValueError:
         raise _Defer from None
-    if len(_TS_CACHE) >= 4096:
-        _TS_CACHE.clear()
-    _TS_CACHE[value] = parsed
-    return parsed
 
 
 def _visibility(value: Any) -> Visibility:
@@ -247,9 +255,10 @@ def fast_event(obj: Any, policy: Policy | None) -> Event | None:
         fields = {name: checks[name](value) for name, value in obj.items() if name != "type"}
     except _Defer:
         return None
-    if policy is not None and not _sound(fields, cls, policy):
+    event = cls(**fields)
+    if policy is not None and not sound(event, policy):
         return None
-    return cls(**fields)
+    return event
 
 
 _TYPE = frozenset({"type"})
@@ -323,28 +332,29 @@ def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
         return None
 
 
-def _sound(fields: dict[str, Any], cls: type[Event], policy: Policy) -> bool:
-    """The rules of ``events._check_semantics`` beyond names and scopes (checked above)."""
-    authority = fields.get("authority")
+def sound(event: Event, policy: Policy) -> bool:
+    """The rules of ``events._check_semantics`` beyond names, scopes and types: authority and
+    clearance on the policy's ladders, no over-claim where the policy refuses it, a validity
+    window that ends after it starts, and grants naming exactly one target and one grantee."""
+    authority = getattr(event, "authority", None)
     if authority is not None:
         if not policy.knows_authority(authority):
             return False
-        if policy.over_claim == "refuse" and policy.over_claims(authority, fields["actor"]):
+        if policy.over_claim == "refuse" and policy.over_claims(authority, event.actor):
             return False
-    if cls is Assert:
-        visibility = fields.get("visibility")
+    if isinstance(event, Assert):
+        visibility = event.visibility
         if (
             visibility is not None
             and visibility.clearance is not None
             and not policy.knows_clearance(visibility.clearance)
         ):
             return False
-        start, end = fields.get("valid_from"), fields.get("valid_until")
+        start, end = event.valid_from, event.valid_until
         return start is None or end is None or end > start
-    if cls is Grant or cls is Revoke:
-        get = fields.get
-        return (get("fact") is None) != (get("key") is None) and (get("role") is None) != (
-            get("to_actor") is None
+    if isinstance(event, (Grant, Revoke)):
+        return (event.fact is None) != (event.key is None) and (event.role is None) != (
+            event.to_actor is None
         )
     return True
 

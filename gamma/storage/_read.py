@@ -17,6 +17,7 @@ from gamma.core.errors import InputError, IntegrityError
 from gamma.core.events import LogIndex, validate_log
 from gamma.core.fastpath import fast_event
 from gamma.core.model import EVENT_TYPES, Event
+from gamma.core.plain import plain_line
 
 __all__ = ["READ", "check_stored"]
 
@@ -74,6 +75,10 @@ def check_stored(
 
 def _stored_event(body: str, broken: Callable[[str], IntegrityError]) -> Event:
     """The event of a stored canonical body, keeping the body as its canonical text."""
+    plain = plain_line(body, None)  # validated at append: no policy checks again
+    if plain is not None:
+        object.__setattr__(plain[0], "_canonical", body)  # a cache slot of a new object
+        return plain[0]
     try:
         obj = orjson.loads(body)
         fast = fast_event(obj, None)  # the fast structuring; the converter for what it defers

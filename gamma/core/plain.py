@@ -1,0 +1,168 @@
+"""The first way into the event model: a plain line, decoded and type-checked by msgspec in C.
+
+A *plain* line is printable ASCII with no escape: no byte outside 0x20-0x7E but the JSON
+structure itself, and no backslash. On such a line every string is already printable (so a
+name needs only to be non-empty), nothing can be a lone surrogate, and the canonical text has
+no escape either, so msgspec's sorted encoding of the decoded line *is* the canonical text.
+Generated logs, gamma's own output and most hand-written logs are plain.
+
+One decode checks every field's type, the event's tag, unknown and missing fields, the safe
+integer range, the scope grammar and the canonical UTC form of every timestamp; msgspec
+builds the attrs event from it. Like ``fastpath`` it only ever *accepts*: anything else
+(not plain, a field it refuses, a null, a date that does not exist, a policy rule) answers
+None and the reader tries the next way in. Why a repeated key, whitespace or a null is caught
+by length alone: see ``fastpath``. Properties in ``tests/test_plain.py`` pin this way to the
+strict path's events, canonical text and errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from gamma.core.fastpath import CANONICAL_TS, SCOPE_SYNTAX, sound
+from gamma.core.model import (
+    Assert,
+    Event,
+    Experience,
+    Grant,
+    Promote,
+    Retract,
+    Revoke,
+)
+from gamma.core.policy import Policy
+
+__all__ = ["plain_line"]
+
+_MAX_SAFE = 2**53 - 1
+
+# On a plain line every string is printable, so a name (id, actor, key, role, ...) is any
+# non-empty string there.
+_Name = Annotated[str, Meta(min_length=1)]
+_Names = tuple[_Name, ...]
+_Listed = Annotated[tuple[_Name, ...], Meta(min_length=1)]
+_Stamp = Annotated[str, Meta(pattern=f"^{CANONICAL_TS.pattern}$")]
+_Scope = Annotated[str, Meta(pattern=f"^(?:global|{SCOPE_SYNTAX.pattern})$")]
+_Value = str | Annotated[int, Meta(ge=-_MAX_SAFE, le=_MAX_SAFE)] | bool
+
+
+class _Visibility(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    roles: _Listed | None = None
+    actors: _Listed | None = None
+    clearance: str | None = None
+
+
+class _Line(
+    Struct, tag_field="type", forbid_unknown_fields=True, omit_defaults=True, kw_only=True, gc=False
+):
+    id: _Name
+    ts: _Stamp
+    actor: _Name
+    tenant: _Name
+
+
+class _Assert(_Line, tag="assert"):
+    fact: _Name
+    key: _Name
+    value: _Value
+    scope: _Scope | None = None
+    status: Literal["committed", "draft", "hypothetical"] | None = None
+    authority: str | None = None
+    kind: Literal["fact", "constraint", "commitment", "preference", "rule", "derived"] | None = None
+    priority: Literal["hard", "soft"] | None = None
+    visibility: _Visibility | None = None
+    valid_from: _Stamp | None = None
+    valid_until: _Stamp | None = None
+    depends_on: _Names | None = None
+    supersedes: _Names | None = None
+
+
+class _Retract(_Line, tag="retract"):
+    fact: _Name
+    authority: str | None = None
+    reason: str | None = None
+
+
+class _Promote(_Line, tag="promote"):
+    fact: _Name
+    authority: str | None = None
+
+
+class _Grant(_Line, tag="grant"):
+    fact: _Name | None = None
+    key: _Name | None = None
+    role: _Name | None = None
+    to_actor: _Name | None = None
+    authority: str | None = None
+
+
+class _Revoke(_Line, tag="revoke"):
+    fact: _Name | None = None
+    key: _Name | None = None
+    role: _Name | None = None
+    to_actor: _Name | None = None
+    authority: str | None = None
+
+
+class _Experience(_Line, tag="experience"):
+    experience: _Name
+    content: str
+    uses: _Names | None = None
+    applicability: Literal["applicable", "adaptable", "unusable"] | None = None
+
+
+_MODEL: dict[type[_Line], type[Event]] = {
+    _Assert: Assert,
+    _Retract: Retract,
+    _Promote: Promote,
+    _Grant: Grant,
+    _Revoke: Revoke,
+    _Experience: Experience,
+}
+_decode = msgspec.json.Decoder(_Assert | _Retract | _Promote | _Grant | _Revoke | _Experience).decode
+_encode = msgspec.json.Encoder(order="sorted").encode
+_convert = msgspec.convert
+_intern = sys.intern
+_Refused = msgspec.DecodeError  # ValidationError is one too
+
+
+def _model(typed: _Line) -> Event:
+    """The attrs event of a typed line (msgspec parses the timestamps), with one string object
+    per repeated name: a million events hold a few thousand actors, tenants, keys and
+    scopes, not a million copies of each."""
+    typed.actor = _intern(typed.actor)
+    typed.tenant = _intern(typed.tenant)
+    if type(typed) is _Assert:
+        typed.key = _intern(typed.key)
+        if typed.scope is not None:
+            typed.scope = _intern(typed.scope)
+        if typed.authority is not None:
+            typed.authority = _intern(typed.authority)
+    event: Event = _convert(typed, _MODEL[type(typed)], from_attributes=True)
+    return event
+
+
+def plain_line(line: str | bytes, policy: Policy | None) -> tuple[Event, bytes] | None:
+    """A plain line's event and its canonical text as UTF-8 (ASCII) bytes, or None (another
+    way in decides). Without a policy, the checks that need one are left out."""
+    if not line.isascii() or ("\\" if type(line) is str else b"\\") in line:  # type: ignore[operator]
+        return None
+    if ("\x7f" if type(line) is str else b"\x7f") in line:  # type: ignore[operator]
+        return None  # DEL is ASCII but not printable
+    try:
+        typed = _decode(line)
+    except _Refused:
+        return None
+    data = _encode(typed)
+    if len(data) != len(line):
+        return None  # a repeated key, whitespace or a null
+    try:
+        event = _model(typed)
+    except _Refused:
+        return None  # a timestamp of a day that does not exist
+    if policy is not None and not sound(event, policy):
+        return None
+    return event, data
