@@ -44,8 +44,8 @@ _MAX_SAFE = 2**53 - 1
 _Name = Annotated[str, Meta(min_length=1)]
 _Names = tuple[_Name, ...]
 _Listed = Annotated[tuple[_Name, ...], Meta(min_length=1)]
-_Stamp = Annotated[str, Meta(pattern=f"^{CANONICAL_TS.pattern}$")]
-_Scope = Annotated[str, Meta(pattern=f"^(?:global|{SCOPE_SYNTAX.pattern})$")]
+_Stamp = Annotated[str, Meta(pattern=rf"^{CANONICAL_TS.pattern}\Z")]
+_Scope = Annotated[str, Meta(pattern=rf"^(?:global|{SCOPE_SYNTAX.pattern})\Z")]
 _Value = str | Annotated[int, Meta(ge=-_MAX_SAFE, le=_MAX_SAFE)] | bool
 
 
