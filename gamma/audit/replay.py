@@ -53,12 +53,13 @@ from gamma.core.errors import (
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.core.events import canonical_event, decode_json, parse_actor
+from gamma.core.events import canonical_event, parse_actor
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.model import Actor, Event, heard_by
 from gamma.core.policy import Policy
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
+from gamma.core.strictjson import decode_json
 from gamma.core.version import __version__
 from gamma.data import named_policies
 

@@ -18,9 +18,10 @@ import click
 
 from gamma.core.canonical import parse_ts
 from gamma.core.errors import ActorError, InputError, PolicyError
-from gamma.core.events import decode_json, decode_lines, load_events, parse_actor, parse_events
+from gamma.core.events import decode_lines, load_events, parse_actor, parse_events
 from gamma.core.model import Actor, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
+from gamma.core.strictjson import decode_json
 from gamma.data import POLICY_NAMES, policy_by_name
 
 #: The first 16 bytes of every SQLite file (``store.SQLITE_HEADER``), here so that reading a

@@ -24,7 +24,7 @@ from gamma.cli import exit_with
 from gamma.cli.logs import command
 from gamma.core.canonical import canonical_json
 from gamma.core.errors import InputError
-from gamma.core.events import decode_json
+from gamma.core.strictjson import decode_json
 from gamma.storage.proofs import (
     parse_consistency,
     parse_inclusion,

@@ -23,8 +23,8 @@ from gamma.cli.options import (
 )
 from gamma.core.canonical import compact_json, format_ts
 from gamma.core.errors import InputError
-from gamma.core.events import decode_json
 from gamma.core.resolver import resolve
+from gamma.core.strictjson import decode_json
 from gamma.scoring.findings import LogFacts, check_response, parse_stated
 from gamma.scoring.metrics import Rate, score
 

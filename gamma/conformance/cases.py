@@ -36,8 +36,8 @@ from gamma.conformance.model import (
 )
 from gamma.conformance.parse import parse_case
 from gamma.core.errors import DuplicateIdError, InputError, JSONSyntaxError, ValueTypeError
-from gamma.core.events import decode_json
 from gamma.core.model import Event
+from gamma.core.strictjson import decode_json
 
 __all__ = [
     "APPLICABILITY",

@@ -28,7 +28,7 @@ import attrs
 from gamma.conformance.cases import VERDICTS, Case
 from gamma.core.decisions import REASON_CODES
 from gamma.core.errors import InputError
-from gamma.core.events import decode_json
+from gamma.core.strictjson import decode_json
 
 __all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", "parse_reply",
            "request_for"]

@@ -34,7 +34,8 @@ from gamma.core.errors import (
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.core.events import event_from_json, load_events, parse_actor, validate_log
+from gamma.core.events import event_from_json, load_events, parse_actor
+from gamma.core.logcheck import validate_log
 from gamma.core.model import Event
 from gamma.core.parsed import ParsedLog
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy

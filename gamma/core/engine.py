@@ -31,14 +31,13 @@ from gamma.core.decisions import Admitted, Excluded, Ignored
 from gamma.core.derived import Derived, Table, TenantIndex, actor_class
 from gamma.core.errors import UnknownReferenceError
 from gamma.core.events import (
-    MemoryIndex,
     _with_canonical,
     batch_objects,
     canonical_event,
     event_from_json,
     normal_actor,
-    validate_log,
 )
+from gamma.core.logcheck import MemoryIndex, validate_log
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.model import Actor, Event
 from gamma.core.phases import conclude

@@ -1,51 +1,45 @@
 """Reading, validating and writing the event log (JSON Lines).
 
-Validation is whole-input and names the culprit: the source, the 1-based
-physical line and the dotted field. Log-level checks (unique ids, references
-to earlier facts of the same tenant, non-decreasing ``ts``) run against a
-``LogIndex``, so the store can answer the same questions with indexed lookups
-instead of re-reading its whole log.
+Validation is whole-input and names the culprit: the source, the 1-based physical line and
+the dotted field. Each line comes in one of three ways (``plain``, ``fastpath``, or the
+strict ``strictjson`` decoder and the converter), all giving the same event or the same
+error; the log-level rules (``logcheck``) run once over the whole input.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 import attrs
 import cattrs
 
-from gamma.core.canonical import MAX_SAFE_INT, canonical_json, compact_json, format_ts
+from gamma.core.canonical import canonical_json, compact_json, format_ts
 from gamma.core.chain import GENESIS
 from gamma.core.collector import collector_paused
 from gamma.core.convert import check_keys, converter, first_failure
 from gamma.core.errors import (
     ActorError,
-    CycleError,
-    DuplicateIdError,
     InputError,
     JSONSyntaxError,
     MissingFieldError,
     PolicyError,
     TimestampOrderError,
     UnknownFieldError,
-    UnknownReferenceError,
     ValueTypeError,
 )
 from gamma.core.fastpath import CANONICAL_TS, SCOPE_SYNTAX, fast_event, fast_line
+from gamma.core.logcheck import LogIndex, validate_log
 from gamma.core.merkle import TreeBuilder
 from gamma.core.model import (
     EVENT_TYPES,
     Actor,
     Assert,
     Event,
-    Experience,
     Grant,
     Revoke,
     Visibility,
@@ -53,12 +47,10 @@ from gamma.core.model import (
 from gamma.core.parsed import ParsedLog  # the reader's mark: see gamma.core.handbuilt
 from gamma.core.plain import plain_line
 from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.strictjson import decode_json
 
 __all__ = [
     "check_names",
-    "LogIndex",
-    "MemoryIndex",
-    "decode_json",
     "event_from_json",
     "event_to_json",
     "canonical_event",
@@ -77,103 +69,6 @@ _NAME_FIELDS: dict[type[Event], tuple[str, ...]] = {
     cls: tuple(name for name in _ID_FIELDS if name in attrs.fields_dict(cls))
     for cls in EVENT_TYPES.values()
 }
-
-
-# -- JSON --------------------------------------------------------------------------------
-
-
-def decode_json(text: str, *, source: str | None = None, line: int | None = None) -> Any:
-    """Parse one JSON document strictly: no duplicate keys, NaN, floats or unsafe integers."""
-    refused: list[_Refused] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        result = dict(items)
-        if len(result) != len(items):
-            seen: set[str] = set()
-            for key, _ in items:
-                if key in seen:
-                    # the walk below names the duplicate with its full path
-                    refused.append(_Refused(f"duplicate key {key!r}", JSONSyntaxError))
-                    result[key] = refused[-1]
-                seen.add(key)
-        return result
-
-    def no_constant(name: str) -> Any:
-        refused.append(_Refused(f"{name} is not valid JSON", JSONSyntaxError))
-        return refused[-1]
-
-    def checked_int(raw: str) -> Any:
-        # int() of more than 4,300 digits raises; anything past 16 digits is unsafe anyway
-        if len(raw) > 17:
-            refused.append(_Refused(f"integer of {len(raw.lstrip('-'))} digits is beyond ±(2^53-1)"))
-            return refused[-1]
-        return int(raw)
-
-    def no_float(raw: str) -> Any:
-        refused.append(_Refused(f"floats are not allowed ({raw}): write decimals as strings"))
-        return refused[-1]
-
-    try:
-        value = json.loads(
-            text,
-            object_pairs_hook=pairs,
-            parse_constant=no_constant,
-            parse_float=no_float,
-            parse_int=checked_int,
-        )
-    except json.JSONDecodeError as exc:
-        raise JSONSyntaxError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=line) from None
-    except RecursionError:
-        raise JSONSyntaxError("JSON nested too deeply", source=source, line=line) from None
-    # the walk that names the offending field is needed only when something may be wrong
-    if (
-        refused
-        or _SURROGATE_ESCAPE.search(text)
-        or _LONG_DIGITS.search(text)
-        or (not text.isascii() and _SURROGATE_CHAR.search(text))  # a str handed in from Python
-    ):
-        _check_scalars(value, source=source, line=line, path="")
-    return value
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE_CHAR = re.compile("[\ud800-\udfff]")
-_LONG_DIGITS = re.compile(r"[0-9]{16}")
-
-
-class _Refused:
-    """Stands in for a float, NaN or duplicate key while decoding, so the error names its field."""
-
-    def __init__(self, message: str, error: type[InputError] = ValueTypeError) -> None:
-        self.message = message
-        self.error = error
-
-
-def _check_scalars(value: Any, *, source: str | None, line: int | None, path: str) -> None:
-    if isinstance(value, _Refused):
-        raise value.error(value.message, source=source, line=line, field=path or None)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _check_string(key, source=source, line=line, path=path or key)
-            _check_scalars(item, source=source, line=line, path=f"{path}.{key}" if path else key)
-    elif isinstance(value, list):
-        for item in value:
-            _check_scalars(item, source=source, line=line, path=path)
-    elif isinstance(value, str):
-        _check_string(value, source=source, line=line, path=path)
-    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INT:
-        raise ValueTypeError(
-            f"integer {value} is beyond ±(2^53-1)", source=source, line=line, field=path or None
-        )
-
-
-def _check_string(text: str, *, source: str | None, line: int | None, path: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueTypeError(
-            "string is not valid Unicode (lone surrogate)", source=source, line=line, field=path or None
-        ) from None
 
 
 # -- one event ---------------------------------------------------------------------------
@@ -389,141 +284,6 @@ def _with_canonical(event: Event, obj: dict[str, Any]) -> Event:
 
 
 # -- the log -----------------------------------------------------------------------------
-
-
-class LogIndex(Protocol):
-    """What log-level validation needs to know about the events already accepted."""
-
-    def has_event(self, event_id: str) -> bool: ...
-    def fact_tenant(self, fact_id: str) -> str | None: ...
-    def has_experience(self, experience_id: str) -> bool: ...
-    def last_ts(self) -> datetime | None: ...
-
-
-class MemoryIndex:
-    """A LogIndex over events held in memory, filled as validation accepts them."""
-
-    def __init__(self) -> None:
-        self._events: set[str] = set()
-        self._facts: dict[str, str] = {}
-        self._experiences: set[str] = set()
-        self._last_ts: datetime | None = None
-
-    def has_event(self, event_id: str) -> bool:
-        return event_id in self._events
-
-    def fact_tenant(self, fact_id: str) -> str | None:
-        return self._facts.get(fact_id)
-
-    def has_experience(self, experience_id: str) -> bool:
-        return experience_id in self._experiences
-
-    def last_ts(self) -> datetime | None:
-        return self._last_ts
-
-    def add(self, event: Event) -> None:
-        self._events.add(event.id)
-        if isinstance(event, Assert):
-            self._facts[event.fact] = event.tenant
-        elif isinstance(event, Experience):
-            self._experiences.add(event.experience)
-        self._last_ts = event.ts
-
-
-def validate_log(
-    events: Iterable[tuple[int | None, Event]],
-    *,
-    index: LogIndex | None = None,
-    source: str | None = None,
-) -> None:
-    """Check uniqueness, references and ``ts`` order of ``(line, event)`` pairs.
-
-    ``index`` holds what was accepted before this batch (a store); nothing is
-    added to it. One pass, with the batch's ids, facts and experiences in local
-    sets and the index asked only about what the batch does not hold.
-    """
-    pairs = events if isinstance(events, list) else list(events)
-    ids: set[str] = set()
-    facts: dict[str, str] = {}  # fact -> tenant, of this batch
-    experiences: set[str] = set()
-    last = index.last_ts() if index is not None else None
-
-    def tenant_of(fact_id: str) -> str | None:
-        found = facts.get(fact_id)
-        if found is None and index is not None:
-            found = index.fact_tenant(fact_id)
-        return found
-
-    def check_references(line: int | None, event: Event, name: str, listed: Any) -> None:
-        """Each of ``listed`` is an earlier fact of the event's tenant (not its own fact)."""
-        own = event.fact if isinstance(event, Assert) else None
-        for position, target in enumerate(listed):
-            if target != own and tenant_of(target) == event.tenant:
-                continue
-            field = f"{name}[{position}]" if name else "fact"
-            _refuse_reference(pairs, target, own, tenant_of(target), line, field, source)
-
-    for line, event in pairs:
-        event_id = event.id
-        if event_id in ids or (index is not None and index.has_event(event_id)):
-            raise DuplicateIdError(
-                f"event id {event_id!r} is already used", source=source, line=line, field="id"
-            )
-        ts = event.ts
-        if last is not None and ts < last:
-            raise TimestampOrderError(
-                "ts goes backwards along the log", source=source, line=line, field="ts"
-            )
-        if isinstance(event, Assert):
-            own = event.fact
-            if tenant_of(own) is not None:
-                raise DuplicateIdError(
-                    f"fact id {own!r} is already asserted", source=source, line=line, field="fact"
-                )
-            if event.supersedes:
-                check_references(line, event, "supersedes", event.supersedes)
-            if event.depends_on:
-                check_references(line, event, "depends_on", event.depends_on)
-            facts[own] = event.tenant
-        elif isinstance(event, Experience):
-            experience = event.experience
-            if experience in experiences or (
-                index is not None and index.has_experience(experience)
-            ):
-                raise DuplicateIdError(
-                    f"experience id {experience!r} is already used",
-                    source=source, line=line, field="experience",
-                )
-            if event.uses:
-                check_references(line, event, "uses", event.uses)
-            experiences.add(experience)
-        elif event.fact is not None:
-            check_references(line, event, "", (event.fact,))
-        ids.add(event_id)
-        last = ts
-
-
-def _refuse_reference(
-    pairs: list[tuple[int | None, Event]],
-    target: str,
-    own: str | None,
-    tenant: str | None,
-    line: int | None,
-    field: str,
-    source: str | None,
-) -> None:
-    """Raise the error for a reference that is not to an earlier fact of the same tenant."""
-    if target == own:
-        raise CycleError(f"fact {target!r} refers to itself", source=source, line=line, field=field)
-    if tenant is None:
-        later = {e.fact: where for where, e in pairs if isinstance(e, Assert)}
-        detail = f"is asserted later (line {later[target]})" if target in later else "is not asserted"
-        raise UnknownReferenceError(
-            f"fact {target!r} {detail}", source=source, line=line, field=field
-        )
-    raise UnknownReferenceError(
-        f"fact {target!r} belongs to another tenant", source=source, line=line, field=field
-    )
 
 
 def parse_events(

@@ -30,11 +30,12 @@ from gamma.core.errors import (
     JSONSyntaxError,
     TimestampOrderError,
 )
-from gamma.core.events import EMPTY_FILE, canonical_event, decode_json, event_from_json
+from gamma.core.events import EMPTY_FILE, canonical_event, event_from_json
 from gamma.core.heads import Heads
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.strictjson import decode_json
 from gamma.storage.store import Store, is_store
 
 __all__ = ["Split", "split", "Log", "LogLike", "open_source", "tenant_file"]

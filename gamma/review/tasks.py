@@ -19,11 +19,13 @@ from typing import Any
 import attrs
 
 from gamma.core.canonical import compact_json
-from gamma.core.events import check_names, decode_json, event_from_json, validate_log
+from gamma.core.events import check_names, event_from_json
+from gamma.core.logcheck import validate_log
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Event
 from gamma.core.parsed import ParsedLog
 from gamma.core.policy import Policy
+from gamma.core.strictjson import decode_json
 from gamma.review.jobs import Partition, review_tenant
 from gamma.review.replays import RecordOutcome, RecordTask, ReplayPartition, replay_tenant
 from gamma.review.spool import tenant_file

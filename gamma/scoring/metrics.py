@@ -21,12 +21,13 @@ from gamma.core.canonical import canonical_json, compact_json, format_ts, parse_
 from gamma.core.convert import check_keys, converter, first_failure
 from gamma.core.decisions import SUBSTITUTING_CODES
 from gamma.core.errors import InputError
-from gamma.core.events import decode_json, parse_actor
+from gamma.core.events import parse_actor
 from gamma.core.experiences import expected_verdict
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
+from gamma.core.strictjson import decode_json
 from gamma.scoring.findings import (
     LogFacts,
     Stated,

@@ -14,8 +14,8 @@ import orjson
 from gamma.core.chain import step
 from gamma.core.convert import converter
 from gamma.core.errors import InputError, IntegrityError
-from gamma.core.events import LogIndex, validate_log
 from gamma.core.fastpath import fast_event
+from gamma.core.logcheck import LogIndex, validate_log
 from gamma.core.model import EVENT_TYPES, Event
 from gamma.core.plain import plain_line
 

@@ -34,7 +34,7 @@ from sqlite_utils import Database
 from gamma.core.canonical import canonical_json
 from gamma.core.chain import GENESIS_HEX
 from gamma.core.errors import InputError, IntegrityError, StoreError
-from gamma.core.events import LogIndex, MemoryIndex, validate_log
+from gamma.core.logcheck import LogIndex, MemoryIndex, validate_log
 from gamma.core.model import Event
 from gamma.core.parsed import ParsedLog
 from gamma.core.policy import DEFAULT_POLICY, Policy

@@ -26,14 +26,9 @@ from sqlite_utils import Database
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, GENESIS_HEX, keyed_step, step
 from gamma.core.errors import InputError
-from gamma.core.events import (
-    EMPTY_FILE,
-    canonical_event,
-    decode_json,
-    decode_lines,
-    event_from_json,
-)
+from gamma.core.events import EMPTY_FILE, canonical_event, decode_lines, event_from_json
 from gamma.core.policy import Policy
+from gamma.core.strictjson import decode_json
 from gamma.storage.migrations import ts_micros
 
 __all__ = [

@@ -1,0 +1,157 @@
+"""The log's rules across events: unique ids, references to earlier facts of the same
+tenant, non-decreasing ``ts``.
+
+They run against a ``LogIndex``, so the store can answer the same questions with indexed
+lookups instead of re-reading its whole log; a batch in memory is checked in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Protocol
+
+from gamma.core.errors import (
+    CycleError,
+    DuplicateIdError,
+    TimestampOrderError,
+    UnknownReferenceError,
+)
+from gamma.core.model import Assert, Event, Experience
+
+__all__ = ["LogIndex", "MemoryIndex", "validate_log"]
+
+
+class LogIndex(Protocol):
+    """What log-level validation needs to know about the events already accepted."""
+
+    def has_event(self, event_id: str) -> bool: ...
+    def fact_tenant(self, fact_id: str) -> str | None: ...
+    def has_experience(self, experience_id: str) -> bool: ...
+    def last_ts(self) -> datetime | None: ...
+
+
+class MemoryIndex:
+    """A LogIndex over events held in memory, filled as validation accepts them."""
+
+    def __init__(self) -> None:
+        self._events: set[str] = set()
+        self._facts: dict[str, str] = {}
+        self._experiences: set[str] = set()
+        self._last_ts: datetime | None = None
+
+    def has_event(self, event_id: str) -> bool:
+        return event_id in self._events
+
+    def fact_tenant(self, fact_id: str) -> str | None:
+        return self._facts.get(fact_id)
+
+    def has_experience(self, experience_id: str) -> bool:
+        return experience_id in self._experiences
+
+    def last_ts(self) -> datetime | None:
+        return self._last_ts
+
+    def add(self, event: Event) -> None:
+        self._events.add(event.id)
+        if isinstance(event, Assert):
+            self._facts[event.fact] = event.tenant
+        elif isinstance(event, Experience):
+            self._experiences.add(event.experience)
+        self._last_ts = event.ts
+
+
+def validate_log(
+    events: Iterable[tuple[int | None, Event]],
+    *,
+    index: LogIndex | None = None,
+    source: str | None = None,
+) -> None:
+    """Check uniqueness, references and ``ts`` order of ``(line, event)`` pairs.
+
+    ``index`` holds what was accepted before this batch (a store); nothing is
+    added to it. One pass, with the batch's ids, facts and experiences in local
+    sets and the index asked only about what the batch does not hold.
+    """
+    pairs = events if isinstance(events, list) else list(events)
+    ids: set[str] = set()
+    facts: dict[str, str] = {}  # fact -> tenant, of this batch
+    experiences: set[str] = set()
+    last = index.last_ts() if index is not None else None
+
+    def tenant_of(fact_id: str) -> str | None:
+        found = facts.get(fact_id)
+        if found is None and index is not None:
+            found = index.fact_tenant(fact_id)
+        return found
+
+    def check_references(line: int | None, event: Event, name: str, listed: Any) -> None:
+        """Each of ``listed`` is an earlier fact of the event's tenant (not its own fact)."""
+        own = event.fact if isinstance(event, Assert) else None
+        for position, target in enumerate(listed):
+            if target != own and tenant_of(target) == event.tenant:
+                continue
+            field = f"{name}[{position}]" if name else "fact"
+            _refuse_reference(pairs, target, own, tenant_of(target), line, field, source)
+
+    for line, event in pairs:
+        event_id = event.id
+        if event_id in ids or (index is not None and index.has_event(event_id)):
+            raise DuplicateIdError(
+                f"event id {event_id!r} is already used", source=source, line=line, field="id"
+            )
+        ts = event.ts
+        if last is not None and ts < last:
+            raise TimestampOrderError(
+                "ts goes backwards along the log", source=source, line=line, field="ts"
+            )
+        if isinstance(event, Assert):
+            own = event.fact
+            if tenant_of(own) is not None:
+                raise DuplicateIdError(
+                    f"fact id {own!r} is already asserted", source=source, line=line, field="fact"
+                )
+            if event.supersedes:
+                check_references(line, event, "supersedes", event.supersedes)
+            if event.depends_on:
+                check_references(line, event, "depends_on", event.depends_on)
+            facts[own] = event.tenant
+        elif isinstance(event, Experience):
+            experience = event.experience
+            if experience in experiences or (
+                index is not None and index.has_experience(experience)
+            ):
+                raise DuplicateIdError(
+                    f"experience id {experience!r} is already used",
+                    source=source, line=line, field="experience",
+                )
+            if event.uses:
+                check_references(line, event, "uses", event.uses)
+            experiences.add(experience)
+        elif event.fact is not None:
+            check_references(line, event, "", (event.fact,))
+        ids.add(event_id)
+        last = ts
+
+
+def _refuse_reference(
+    pairs: list[tuple[int | None, Event]],
+    target: str,
+    own: str | None,
+    tenant: str | None,
+    line: int | None,
+    field: str,
+    source: str | None,
+) -> None:
+    """Raise the error for a reference that is not to an earlier fact of the same tenant."""
+    if target == own:
+        raise CycleError(f"fact {target!r} refers to itself", source=source, line=line, field=field)
+    if tenant is None:
+        later = {e.fact: where for where, e in pairs if isinstance(e, Assert)}
+        detail = f"is asserted later (line {later[target]})" if target in later else "is not asserted"
+        raise UnknownReferenceError(
+            f"fact {target!r} {detail}", source=source, line=line, field=field
+        )
+    raise UnknownReferenceError(
+        f"fact {target!r} belongs to another tenant", source=source, line=line, field=field
+    )
