@@ -91,7 +91,9 @@ class _Promote(_Line, tag="promote"):
     authority: str | None = None
 
 
-class _Grant(_Line, tag="grant"):
+class _Access(_Line):
+    """The fields a grant and a revoke share (exactly one of each pair: ``sound`` checks)."""
+
     fact: _Name | None = None
     key: _Name | None = None
     role: _Name | None = None
@@ -99,12 +101,12 @@ class _Grant(_Line, tag="grant"):
     authority: str | None = None
 
 
-class _Revoke(_Line, tag="revoke"):
-    fact: _Name | None = None
-    key: _Name | None = None
-    role: _Name | None = None
-    to_actor: _Name | None = None
-    authority: str | None = None
+class _Grant(_Access, tag="grant"):
+    pass
+
+
+class _Revoke(_Access, tag="revoke"):
+    pass
 
 
 class _Experience(_Line, tag="experience"):
