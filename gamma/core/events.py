@@ -33,7 +33,7 @@ from gamma.core.errors import (
     ValueTypeError,
 )
 from gamma.core.fastpath import CANONICAL_TS, SCOPE_SYNTAX, fast_event, fast_line
-from gamma.core.logcheck import LogIndex, validate_log
+from gamma.core.logcheck import LogIndex, check_events
 from gamma.core.merkle import TreeBuilder
 from gamma.core.model import (
     EVENT_TYPES,
@@ -305,13 +305,15 @@ def _parse_lines(
     source: str | None,
 ) -> tuple[Event, ...]:
     """Each line decoded once (``plain`` for a plain line, else ``fastpath``; the strict path
-    for what neither is sure of), then the whole log validated. ``bytes`` lines are known to be UTF-8 (``load_events`` checked).
+    for what neither is sure of), then the whole log validated. ``bytes`` lines are known to
+    be UTF-8 (``load_events`` checked).
 
     A whole log (no ``index``) is hashed as it is read, from the canonical bytes at hand: its
     chain head and tree head ride on the ParsedLog, so that Γ over all of it need not hash
     every event again to record them and to check a head it is given."""
-    parsed: list[tuple[int | None, Event]] = []
-    append = parsed.append
+    events: list[Event] = []
+    append = events.append
+    lines_of: list[int | None] | None = None  # each event's line, once a blank line shifts them
     sha256 = hashlib.sha256
     chain = GENESIS
     tree = TreeBuilder()
@@ -331,20 +333,24 @@ def _parse_lines(
                 if isinstance(text, bytes):
                     text = text.decode("utf-8")
                 if not text.strip():
+                    if lines_of is None:
+                        lines_of = list(range(1, len(events) + 1))
                     continue
                 obj = decode_json(text, source=source, line=number)
                 event = _with_canonical(event_from_json(obj, policy=policy, source=source,
                                                         line=number), obj)
                 data = canonical_event(event).encode("utf-8")
-            append((number, event))
+            append(event)
+            if lines_of is not None:
+                lines_of.append(number)
             if hashing:
                 chain = sha256(chain + data).digest()
                 add_leaf(data)
-        validate_log(parsed, index=index, source=source)
-        events = (event for _, event in parsed)
+        check_events(events, lines_of, index=index, source=source)
         if index is not None:
             return tuple(events)  # with an index: not a whole log
         log = ParsedLog(events)
+        del events  # the list (the tuple holds its events), before the heads are built
     log.heads = (chain.hex(), tree.head())
     return log
 

@@ -7,7 +7,7 @@ lookups instead of re-reading its whole log; a batch in memory is checked in one
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -19,7 +19,7 @@ from gamma.core.errors import (
 )
 from gamma.core.model import Assert, Event, Experience
 
-__all__ = ["LogIndex", "MemoryIndex", "validate_log"]
+__all__ = ["LogIndex", "MemoryIndex", "check_events", "validate_log"]
 
 
 class LogIndex(Protocol):
@@ -67,17 +67,32 @@ def validate_log(
     index: LogIndex | None = None,
     source: str | None = None,
 ) -> None:
-    """Check uniqueness, references and ``ts`` order of ``(line, event)`` pairs.
+    """Check uniqueness, references and ``ts`` order of ``(line, event)`` pairs."""
+    pairs = events if isinstance(events, list) else list(events)
+    check_events([event for _, event in pairs], [line for line, _ in pairs], index=index, source=source)
+
+
+def check_events(
+    events: Sequence[Event],
+    lines: Sequence[int | None] | None,
+    *,
+    index: LogIndex | None = None,
+    source: str | None = None,
+) -> None:
+    """``validate_log`` of ``events``, where ``lines[i]`` is the line of ``events[i]`` (no
+    ``lines``: line ``i + 1``, as for a log without blank lines).
 
     ``index`` holds what was accepted before this batch (a store); nothing is
     added to it. One pass, with the batch's ids, facts and experiences in local
     sets and the index asked only about what the batch does not hold.
     """
-    pairs = events if isinstance(events, list) else list(events)
     ids: set[str] = set()
     facts: dict[str, str] = {}  # fact -> tenant, of this batch
     experiences: set[str] = set()
     last = index.last_ts() if index is not None else None
+
+    def line_of(position: int) -> int | None:
+        return lines[position] if lines is not None else position + 1
 
     def tenant_of(fact_id: str) -> str | None:
         found = facts.get(fact_id)
@@ -85,36 +100,42 @@ def validate_log(
             found = index.fact_tenant(fact_id)
         return found
 
-    def check_references(line: int | None, event: Event, name: str, listed: Any) -> None:
+    def check_references(position: int, event: Event, name: str, listed: Any) -> None:
         """Each of ``listed`` is an earlier fact of the event's tenant (not its own fact)."""
         own = event.fact if isinstance(event, Assert) else None
-        for position, target in enumerate(listed):
+        for place, target in enumerate(listed):
             if target != own and tenant_of(target) == event.tenant:
                 continue
-            field = f"{name}[{position}]" if name else "fact"
-            _refuse_reference(pairs, target, own, tenant_of(target), line, field, source)
+            field = f"{name}[{place}]" if name else "fact"
+            later = _later_fact(events, line_of, position, target)
+            _refuse_reference(target, own, tenant_of(target), later, line_of(position), field, source)
 
-    for line, event in pairs:
+    for position, event in enumerate(events):
         event_id = event.id
-        if event_id in ids or (index is not None and index.has_event(event_id)):
+        known = len(ids)
+        ids.add(event_id)
+        if len(ids) == known or (index is not None and index.has_event(event_id)):
             raise DuplicateIdError(
-                f"event id {event_id!r} is already used", source=source, line=line, field="id"
+                f"event id {event_id!r} is already used",
+                source=source, line=line_of(position), field="id",
             )
         ts = event.ts
         if last is not None and ts < last:
             raise TimestampOrderError(
-                "ts goes backwards along the log", source=source, line=line, field="ts"
+                "ts goes backwards along the log", source=source, line=line_of(position), field="ts"
             )
+        last = ts
         if isinstance(event, Assert):
             own = event.fact
-            if tenant_of(own) is not None:
+            if own in facts or (index is not None and index.fact_tenant(own) is not None):
                 raise DuplicateIdError(
-                    f"fact id {own!r} is already asserted", source=source, line=line, field="fact"
+                    f"fact id {own!r} is already asserted",
+                    source=source, line=line_of(position), field="fact",
                 )
             if event.supersedes:
-                check_references(line, event, "supersedes", event.supersedes)
+                check_references(position, event, "supersedes", event.supersedes)
             if event.depends_on:
-                check_references(line, event, "depends_on", event.depends_on)
+                check_references(position, event, "depends_on", event.depends_on)
             facts[own] = event.tenant
         elif isinstance(event, Experience):
             experience = event.experience
@@ -123,22 +144,31 @@ def validate_log(
             ):
                 raise DuplicateIdError(
                     f"experience id {experience!r} is already used",
-                    source=source, line=line, field="experience",
+                    source=source, line=line_of(position), field="experience",
                 )
             if event.uses:
-                check_references(line, event, "uses", event.uses)
+                check_references(position, event, "uses", event.uses)
             experiences.add(experience)
         elif event.fact is not None:
-            check_references(line, event, "", (event.fact,))
-        ids.add(event_id)
-        last = ts
+            check_references(position, event, "", (event.fact,))
+
+
+def _later_fact(
+    events: Sequence[Event], line_of: Callable[[int], int | None], position: int, target: str
+) -> int | None:
+    """The line of the last later event that asserts ``target``, if any (for the message)."""
+    for later in range(len(events) - 1, position, -1):
+        event = events[later]
+        if isinstance(event, Assert) and event.fact == target:
+            return line_of(later)
+    return None
 
 
 def _refuse_reference(
-    pairs: list[tuple[int | None, Event]],
     target: str,
     own: str | None,
     tenant: str | None,
+    later: int | None,
     line: int | None,
     field: str,
     source: str | None,
@@ -147,8 +177,7 @@ def _refuse_reference(
     if target == own:
         raise CycleError(f"fact {target!r} refers to itself", source=source, line=line, field=field)
     if tenant is None:
-        later = {e.fact: where for where, e in pairs if isinstance(e, Assert)}
-        detail = f"is asserted later (line {later[target]})" if target in later else "is not asserted"
+        detail = f"is asserted later (line {later})" if later is not None else "is not asserted"
         raise UnknownReferenceError(
             f"fact {target!r} {detail}", source=source, line=line, field=field
         )
