@@ -684,7 +684,7 @@ def _outcome_by(lines: list[str], policy: Policy, ways: str, monkeypatch: Any) -
     strict: plain never accepts), or ``strict`` alone."""
     with monkeypatch.context() as patch:
         if ways != "all":  # plain never accepts
-            patch.setattr(events_module, "plain_line", lambda line, policy: None)
+            patch.setattr(events_module, "plain_line", lambda line, policy, **_: None)
         if ways == "strict":  # nor does the fast path
             patch.setattr(events_module, "fast_line", lambda line, policy: None)
             patch.setattr(events_module, "fast_event", lambda obj, policy: None)

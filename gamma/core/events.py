@@ -45,7 +45,7 @@ from gamma.core.model import (
     Visibility,
 )
 from gamma.core.parsed import ParsedLog  # the reader's mark: see gamma.core.handbuilt
-from gamma.core.plain import plain_line
+from gamma.core.plain import is_plain, plain_line
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.strictjson import decode_json
 
@@ -303,10 +303,11 @@ def _parse_lines(
     policy: Policy,
     index: LogIndex | None,
     source: str | None,
+    plain_input: bool = False,
 ) -> tuple[Event, ...]:
     """Each line decoded once (``plain`` for a plain line, else ``fastpath``; the strict path
     for what neither is sure of), then the whole log validated. ``bytes`` lines are known to
-    be UTF-8 (``load_events`` checked).
+    be UTF-8 (``load_events`` checked), and with ``plain_input`` to be plain as a whole.
 
     A whole log (no ``index``) is hashed as it is read, from the canonical bytes at hand: its
     chain head and tree head ride on the ParsedLog, so that Γ over all of it need not hash
@@ -321,7 +322,7 @@ def _parse_lines(
     hashing = index is None
     with collector_paused():
         for number, text in enumerate(lines, start=1):
-            plain = plain_line(text, policy)
+            plain = plain_line(text, policy, known_plain=plain_input)
             if plain is not None:
                 event, data = plain
                 # initialising a cache slot of an object built a moment ago, before anyone sees it
@@ -372,7 +373,9 @@ def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[E
             data.decode("utf-8")
         except UnicodeDecodeError:
             decode_lines(data, source=str(path))  # raises, naming the first line not UTF-8
-    return _parse_lines(_byte_lines(data), policy=policy, index=None, source=str(path))
+    return _parse_lines(
+        _byte_lines(data), policy=policy, index=None, source=str(path), plain_input=is_plain(data)
+    )
 
 
 def _byte_lines(data: bytes) -> Iterator[bytes]:

@@ -35,7 +35,7 @@ from gamma.core.model import (
 )
 from gamma.core.policy import Policy
 
-__all__ = ["plain_line"]
+__all__ = ["is_plain", "plain_line"]
 
 _MAX_SAFE = 2**53 - 1
 
@@ -147,13 +147,21 @@ def _model(typed: _Line) -> Event:
     return event
 
 
-def plain_line(line: str | bytes, policy: Policy | None) -> tuple[Event, bytes] | None:
+def is_plain(text: str | bytes) -> bool:
+    """Printable ASCII and no escape (of a line, or of a whole file at once)."""
+    if isinstance(text, str):
+        return text.isascii() and "\\" not in text and "\x7f" not in text  # DEL: not printable
+    return text.isascii() and b"\\" not in text and b"\x7f" not in text
+
+
+def plain_line(
+    line: str | bytes, policy: Policy | None, *, known_plain: bool = False
+) -> tuple[Event, bytes] | None:
     """A plain line's event and its canonical text as UTF-8 (ASCII) bytes, or None (another
-    way in decides). Without a policy, the checks that need one are left out."""
-    if not line.isascii() or ("\\" if type(line) is str else b"\\") in line:  # type: ignore[operator]
+    way in decides). Without a policy, the checks that need one are left out. A reader that
+    found its whole input plain says so (``known_plain``) rather than have each line scanned."""
+    if not known_plain and not is_plain(line):
         return None
-    if ("\x7f" if type(line) is str else b"\x7f") in line:  # type: ignore[operator]
-        return None  # DEL is ASCII but not printable
     try:
         typed = _decode(line)
     except _Refused:
