@@ -19,6 +19,7 @@ module does not import the fold.
 from __future__ import annotations
 
 import heapq
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -63,6 +64,8 @@ _GROUPS = (
     (_OWN_VISIBILITY, "dependency_restricted"),
 )
 _INSUFFICIENT = "insufficient_authority"
+_by_fact = operator.attrgetter("fact")
+_first = operator.itemgetter(0)
 
 
 class FactRecord(Protocol):
@@ -134,17 +137,19 @@ def own_codes(
     """Phases 1-3 for the facts of one key (in log order): what each fact's own record, its
     key's rivals and its grants decide. Nothing outside the key is read but its grants."""
     codes: dict[str, Codes] = {}
+    candidates = []
+    in_scope = access.in_scope
     for fact in facts:
-        codes[fact.id] = _validity(fact, at)
-        if not scope_contains(fact.scope, actor.scope):
-            codes[fact.id]["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
-    _precedence([f for f in facts if not codes[f.id]], codes)
-    clearance = policy.clearance_rank(actor.clearance)
+        found = codes[fact.id] = _validity(fact, at)
+        if not in_scope(fact.scope):
+            found["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
+        if not found:
+            candidates.append(fact)
+    _precedence(candidates, codes)
     for fact in facts:
-        granted, access_event = access.events(fact)
-        if not _may_see(fact, actor, granted, clearance, policy):
-            named = {fact.event.id} if access_event is None else {fact.event.id, access_event}
-            codes[fact.id]["access_denied"] = Reason("access_denied", tuple(sorted(named)))
+        named = access.denial(fact, policy)
+        if named is not None:
+            codes[fact.id]["access_denied"] = Reason("access_denied", named)
     return codes
 
 
@@ -179,23 +184,10 @@ def _precedence(candidates: list[FactRecord], codes: dict[str, Codes]) -> None:
     events = tuple(sorted({w.commit_event for w in winners if w.commit_event}))
     facts = tuple(sorted(w.id for w in winners))
     for fact in candidates:
-        if fact in winners:
+        if fact.id in facts:
             continue
         code = "outranked" if fact.rank < top_rank else "overridden"
         codes[fact.id][code] = Reason(code, events, facts)
-
-
-def _may_see(fact: FactRecord, actor: Actor, granted: bool, clearance: int, policy: Policy) -> bool:
-    vis = fact.event.visibility
-    roles = (vis.roles if vis else None) or ()
-    actors = (vis.actors if vis else None) or ()
-    listed = (
-        (not roles and not actors)
-        or actor.id in actors
-        or any(role in actor.roles for role in roles)
-        or granted
-    )
-    return listed and clearance >= policy.clearance_rank(vis.clearance if vis else None)
 
 
 class Access:
@@ -210,9 +202,56 @@ class Access:
 
     def __init__(self, fold: FoldState, actor: Actor) -> None:
         self.fold = fold
+        self.actor = actor
         self.grantees = (*(f"role:{role}" for role in actor.roles), f"actor:{actor.id}")
         self._streams: dict[tuple[str, str, int, bool], list[Change]] = {}
         self._replays: dict[tuple[str, str, int, bool], tuple[bool, tuple[int, str] | None]] = {}
+        # a tenant has few scopes and clearance levels: each answered once per actor
+        self._scopes: dict[str, bool] = {}
+        self._policy: Policy | None = None
+        self._clears: dict[str | None, bool] = {}
+
+    def in_scope(self, scope: str) -> bool:
+        """Whether a fact's ``scope`` contains the actor's."""
+        known = self._scopes.get(scope)
+        if known is None:
+            known = self._scopes[scope] = scope_contains(scope, self.actor.scope)
+        return known
+
+    def clears(self, level: str | None, policy: Policy) -> bool:
+        """Whether the actor's clearance reaches a fact's clearance ``level``."""
+        if policy is not self._policy:
+            self._policy, self._clears = policy, {}
+        known = self._clears.get(level)
+        if known is None:
+            known = self._clears[level] = (
+                policy.clearance_rank(self.actor.clearance) >= policy.clearance_rank(level)
+            )
+        return known
+
+    def denial(self, fact: FactRecord, policy: Policy) -> tuple[str, ...] | None:
+        """The events of the fact's access_denied reason when the actor fails its visibility
+        rule, else None. The grants are read only when the rule alone does not admit it."""
+        vis = fact.event.visibility
+        actor = self.actor
+        if vis is None:
+            listed, clears = True, self.clears(None, policy)
+        else:
+            roles, actors = vis.roles or (), vis.actors or ()
+            listed = (
+                (not roles and not actors)
+                or actor.id in actors
+                or any(role in actor.roles for role in roles)
+            )
+            clears = self.clears(vis.clearance, policy)
+        if listed and clears:
+            return None
+        granted, access_event = self.events(fact)
+        if granted and clears:
+            return None
+        if access_event is None or access_event == fact.event.id:
+            return (fact.event.id,)
+        return tuple(sorted((fact.event.id, access_event)))
 
     def events(self, fact: FactRecord) -> tuple[bool, str | None]:
         """Whether access is granted at t, and the latest event, over the actor's grantees,
@@ -282,11 +321,11 @@ def inherit(
     mode.
     """
     deps = fact.event.depends_on
-    if not deps:  # most facts: nothing to inherit, an origin only of its own codes
-        keys = own.keys()
-        return dict(own), (
-            fact.id if _OWN_VALIDITY & keys else None,
-            fact.id if _OWN_VISIBILITY & keys else None,
+    if not deps:  # most facts: nothing to inherit, an origin only of its own codes (shared:
+        keys = own.keys()  # no phase changes a fact's codes once made)
+        return own, (
+            None if keys.isdisjoint(_OWN_VALIDITY) else fact.id,
+            None if keys.isdisjoint(_OWN_VISIBILITY) else fact.id,
         ), None
     final = dict(own)
     direct: list[dict[str, str]] = []
@@ -320,7 +359,9 @@ def decision(fact: FactRecord, codes: Codes, recheck: bool, policy: Policy) -> A
     """The record a resolution gives one fact."""
     e = fact.event
     if codes:
-        reasons = tuple(codes[code] for code in sorted(codes))
+        reasons = (
+            tuple(codes.values()) if len(codes) == 1 else tuple([codes[c] for c in sorted(codes)])
+        )
         return Excluded(fact=fact.id, key=e.key, reasons=reasons)
     return Admitted(
         fact=fact.id,
@@ -385,15 +426,21 @@ def conclude(
     codes: dict[str, Codes] = {}
     origins: dict[str, Origins] = {}
     recheck: dict[str, set[str]] = {}
+    admitted: list[Admitted] = []
+    excluded: list[Excluded] = []
     for fact in fold.order:  # log order: every dependency is final before its dependents
-        codes[fact.id], origins[fact.id], stale = inherit(
-            fact, owns[fact.id], origins, owns, flag=flag
-        )
+        fact_id = fact.id
+        final, origins[fact_id], stale = inherit(fact, owns[fact_id], origins, owns, flag=flag)
+        codes[fact_id] = final
         if stale is not None:
-            recheck[fact.id] = stale
-    decided = [decision(f, codes[f.id], f.id in recheck, policy) for f in fold.order]
-    admitted = sorted((d for d in decided if isinstance(d, Admitted)), key=lambda a: a.fact)
-    excluded = sorted((d for d in decided if isinstance(d, Excluded)), key=lambda x: x.fact)
+            recheck[fact_id] = stale
+        record = decision(fact, final, stale is not None, policy)
+        if isinstance(record, Excluded):
+            excluded.append(record)
+        else:
+            admitted.append(record)
+    admitted.sort(key=_by_fact)
+    excluded.sort(key=_by_fact)
     grants: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
     for grant in fold.key_grant_events:
         grants[grant[1]].append(grant)
@@ -422,7 +469,7 @@ def conclude(
             sorted(k for k, facts in by_key.items() if known_unknown(facts, codes, policy))
         ),
         recheck_inputs=tuple(sorted((f, tuple(sorted(o))) for f, o in recheck.items())),
-        positions=tuple(sorted(fold.positions.items())),
+        positions=tuple(sorted(fold.positions.items(), key=_first)),
         retract_reasons=tuple(
             sorted((f.id, f.retract_reason) for f in fold.order if f.retract_reason is not None)
         ),
