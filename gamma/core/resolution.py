@@ -46,6 +46,12 @@ def _reason(r: Reason) -> dict[str, Any]:
     return {"code": r.code, "events": list(r.events), "facts": list(r.facts)}
 
 
+def _excluded(e: Excluded) -> dict[str, Any]:
+    """For encoding only: the reasons' tuples left as they are (JSON arrays either way)."""
+    reasons = [{"code": r.code, "events": r.events, "facts": r.facts} for r in e.reasons]
+    return {"fact": e.fact, "key": e.key, "reasons": reasons}
+
+
 @attrs.frozen(kw_only=True)
 class Resolution:
     """S = Γ(H, A, t) with its audit record. Lists are sorted by id in code-point order."""
@@ -77,15 +83,19 @@ class Resolution:
         """Each top-level field's canonical JSON, encoded once for the digest and the output
         (``compact_json`` of the body is exactly these joined in key order)."""
         with collector_paused():  # many small acyclic dicts and lists, freed as they go
-            return {name: canonical_text(value) for name, value in self._body().items()}
+            return {name: canonical_text(value) for name, value in self._body(encoded=True).items()}
 
-    def _body(self) -> dict[str, Any]:
+    def _body(self, *, encoded: bool = False) -> dict[str, Any]:
+        """The JSON object without ``digest``; ``encoded``: only to be encoded, so the
+        excluded facts' reasons may keep their tuples (the largest part, by far)."""
         return {
             "actor": converter.unstructure(self.actor),
             "admitted": [_admitted(a) for a in self.admitted],
             "at": format_ts(self.at),
             "excluded": [
-                {"fact": e.fact, "key": e.key, "reasons": [_reason(r) for r in e.reasons]}
+                _excluded(e)
+                if encoded
+                else {"fact": e.fact, "key": e.key, "reasons": [_reason(r) for r in e.reasons]}
                 for e in self.excluded
             ],
             "experiences": [converter.unstructure(x) for x in self.experiences],
