@@ -64,6 +64,7 @@ _GROUPS = (
     (_OWN_VISIBILITY, "dependency_restricted"),
 )
 _INSUFFICIENT = "insufficient_authority"
+_NO_ORIGINS: Origins = (None, None)
 _by_fact = operator.attrgetter("fact")
 _first = operator.itemgetter(0)
 
@@ -183,11 +184,11 @@ def _precedence(candidates: list[FactRecord], codes: dict[str, Codes]) -> None:
     winners = [f for f in candidates if f.rank == top_rank and specificity(f.scope) == top_spec]
     events = tuple(sorted({w.commit_event for w in winners if w.commit_event}))
     facts = tuple(sorted(w.id for w in winners))
+    reasons = {code: Reason(code, events, facts) for code in ("outranked", "overridden")}
     for fact in candidates:
-        if fact.id in facts:
-            continue
-        code = "outranked" if fact.rank < top_rank else "overridden"
-        codes[fact.id][code] = Reason(code, events, facts)
+        if fact.id not in facts:  # a loser: one (immutable) reason per code serves them all
+            code = "outranked" if fact.rank < top_rank else "overridden"
+            codes[fact.id][code] = reasons[code]
 
 
 class Access:
@@ -224,9 +225,8 @@ class Access:
             self._policy, self._clears = policy, {}
         known = self._clears.get(level)
         if known is None:
-            known = self._clears[level] = (
-                policy.clearance_rank(self.actor.clearance) >= policy.clearance_rank(level)
-            )
+            mine, needed = policy.clearance_rank(self.actor.clearance), policy.clearance_rank(level)
+            known = self._clears[level] = mine >= needed
         return known
 
     def denial(self, fact: FactRecord, policy: Policy) -> tuple[str, ...] | None:
@@ -321,22 +321,15 @@ def inherit(
     mode.
     """
     deps = fact.event.depends_on
-    if not deps:  # most facts: nothing to inherit, an origin only of its own codes (shared:
-        keys = own.keys()  # no phase changes a fact's codes once made)
-        return own, (
-            None if keys.isdisjoint(_OWN_VALIDITY) else fact.id,
-            None if keys.isdisjoint(_OWN_VISIBILITY) else fact.id,
-        ), None
+    mine = _own_origins(fact.id, own) if own else _NO_ORIGINS
+    if not deps:  # most facts: nothing to inherit (the codes are shared: no phase changes
+        return own, mine, None  # a fact's codes once made)
     final = dict(own)
-    direct: list[dict[str, str]] = []
-    for group in range(2):
-        found: dict[str, str] = {}
-        for dep in deps:
-            of_dep = origins.get(dep)
-            source = None if of_dep is None else of_dep[group]
+    direct: tuple[dict[str, str], dict[str, str]] = ({}, {})  # per group: dependency -> origin
+    for dep in deps:
+        for found, source in zip(direct, origins.get(dep) or _NO_ORIGINS, strict=True):
             if source is not None:
                 found[dep] = source
-        direct.append(found)
     for group, (wanted, code) in enumerate(_GROUPS):
         found = direct[group]
         if not found or (flag and group == 0):
@@ -345,11 +338,18 @@ def inherit(
         events = {e for o in sources for c, r in owns[o].items() if c in wanted for e in r.events}
         final[code] = Reason(code, tuple(sorted(events)), tuple(sorted(sources | set(found))))
     recheck = set(direct[0].values()) if flag and direct[0] and not final else None
-    mine = tuple(
-        fact.id if wanted & own.keys() else (min(direct[g].values()) if direct[g] else None)
-        for g, (wanted, _) in enumerate(_GROUPS)
+    validity, visibility = (
+        origin if origin is not None else (min(found.values()) if found else None)
+        for origin, found in zip(mine, direct, strict=True)
     )
-    return final, (mine[0], mine[1]), recheck
+    return final, (validity, visibility), recheck
+
+
+def _own_origins(fact_id: str, own: Codes) -> Origins:
+    """The groups a fact is an origin in by its own codes (``own_codes``': no dependency code,
+    so any code but the two visibility ones is a validity code)."""
+    hidden = ("out_of_scope" in own) + ("access_denied" in own)
+    return (fact_id if len(own) > hidden else None, fact_id if hidden else None)
 
 
 # -- per fact and per key: the records of the resolution --------------------------------
