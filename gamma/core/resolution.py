@@ -14,7 +14,13 @@ from typing import Any
 
 import attrs
 
-from gamma.core.canonical import canonical_text, compact_json, format_ts, sha256_hex
+from gamma.core.canonical import (
+    canonical_list,
+    canonical_text,
+    compact_json,
+    format_ts,
+    sha256_hex,
+)
 from gamma.core.collector import collector_paused
 from gamma.core.convert import converter
 from gamma.core.decisions import Admitted, Excluded, ExperienceVerdict, Ignored, Reason
@@ -52,6 +58,10 @@ def _excluded(e: Excluded) -> dict[str, Any]:
     return {"fact": e.fact, "key": e.key, "reasons": reasons}
 
 
+def _ignored(i: Ignored) -> dict[str, Any]:
+    return {"code": i.code, "event": i.event, "fact": i.fact}
+
+
 @attrs.frozen(kw_only=True)
 class Resolution:
     """S = Γ(H, A, t) with its audit record. Lists are sorted by id in code-point order."""
@@ -83,23 +93,29 @@ class Resolution:
         """Each top-level field's canonical JSON, encoded once for the digest and the output
         (``compact_json`` of the body is exactly these joined in key order)."""
         with collector_paused():  # many small acyclic dicts and lists, freed as they go
-            return {name: canonical_text(value) for name, value in self._body(encoded=True).items()}
+            return {
+                "actor": canonical_text(converter.unstructure(self.actor)),
+                "admitted": canonical_list(self.admitted, _admitted),
+                "at": canonical_text(format_ts(self.at)),
+                "excluded": canonical_list(self.excluded, _excluded),
+                "experiences": canonical_list(self.experiences, converter.unstructure),
+                "ignored": canonical_list(self.ignored, _ignored),
+                "log": canonical_text(self.log),
+                "policy": canonical_text(self.policy),
+                "tree": canonical_text(self.tree.to_dict()),
+            }
 
-    def _body(self, *, encoded: bool = False) -> dict[str, Any]:
-        """The JSON object without ``digest``; ``encoded``: only to be encoded, so the
-        excluded facts' reasons may keep their tuples (the largest part, by far)."""
+    def _body(self) -> dict[str, Any]:
         return {
             "actor": converter.unstructure(self.actor),
             "admitted": [_admitted(a) for a in self.admitted],
             "at": format_ts(self.at),
             "excluded": [
-                _excluded(e)
-                if encoded
-                else {"fact": e.fact, "key": e.key, "reasons": [_reason(r) for r in e.reasons]}
+                {"fact": e.fact, "key": e.key, "reasons": [_reason(r) for r in e.reasons]}
                 for e in self.excluded
             ],
             "experiences": [converter.unstructure(x) for x in self.experiences],
-            "ignored": [{"code": i.code, "event": i.event, "fact": i.fact} for i in self.ignored],
+            "ignored": [_ignored(i) for i in self.ignored],
             "log": self.log,
             "policy": self.policy,
             "tree": self.tree.to_dict(),
