@@ -405,7 +405,7 @@ def known_unknown(
             in_scope.append(found)
     if not in_scope:
         return False
-    return bool(policy.restricted_keys) or not all(HIDDEN & c.keys() for c in in_scope)
+    return bool(policy.restricted_keys) or any(c.keys().isdisjoint(HIDDEN) for c in in_scope)
 
 
 # -- all of it over one fold -------------------------------------------------------------
@@ -419,16 +419,15 @@ def conclude(
     for fact in fold.order:
         by_key[fact.event.key].append(fact)
     access = Access(fold, actor)
-    owns: dict[str, Codes] = {}
-    for facts in by_key.values():
-        owns.update(own_codes(facts, actor, at, policy, access))
     flag = policy.dependency_mode == "flag"
+    owns: dict[str, Codes] = {}
     codes: dict[str, Codes] = {}
     origins: dict[str, Origins] = {}
     recheck: dict[str, set[str]] = {}
     admitted: list[Admitted] = []
     excluded: list[Excluded] = []
-    for fact in fold.order:  # log order: every dependency is final before its dependents
+
+    def finish(fact: FactRecord) -> None:
         fact_id = fact.id
         final, origins[fact_id], stale = inherit(fact, owns[fact_id], origins, owns, flag=flag)
         codes[fact_id] = final
@@ -439,6 +438,28 @@ def conclude(
             excluded.append(record)
         else:
             admitted.append(record)
+
+    # A fact without dependencies is finished with its key, while its records are at hand (in
+    # cache); the others after every key, in log order: each dependency final before them.
+    # So is a key's known unknown, when no fact of the key waits.
+    unknown: list[str] = []
+    waiting: list[tuple[str, list[FactRecord]]] = []
+    for key, facts in by_key.items():
+        owns.update(own_codes(facts, actor, at, policy, access))
+        waits = False
+        for fact in facts:
+            if fact.event.depends_on:
+                waits = True
+            else:
+                finish(fact)
+        if waits:
+            waiting.append((key, facts))
+        elif known_unknown(facts, codes, policy):
+            unknown.append(key)
+    for fact in fold.order:
+        if fact.event.depends_on:
+            finish(fact)
+    unknown += [key for key, facts in waiting if known_unknown(facts, codes, policy)]
     admitted.sort(key=_by_fact)
     excluded.sort(key=_by_fact)
     grants: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
@@ -465,9 +486,7 @@ def conclude(
             )
         ),
         ignored=tuple(Ignored(event=e, code=c, fact=f) for e, c, f in sorted(ignored)),
-        known_unknowns=tuple(
-            sorted(k for k, facts in by_key.items() if known_unknown(facts, codes, policy))
-        ),
+        known_unknowns=tuple(sorted(unknown)),
         recheck_inputs=tuple(sorted((f, tuple(sorted(o))) for f, o in recheck.items())),
         positions=tuple(sorted(fold.positions.items(), key=_first)),
         retract_reasons=tuple(
