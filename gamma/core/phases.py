@@ -427,9 +427,9 @@ def conclude(
     admitted: list[Admitted] = []
     excluded: list[Excluded] = []
 
-    def finish(fact: FactRecord) -> None:
+    def finish(fact: FactRecord, own: Codes) -> None:
         fact_id = fact.id
-        final, origins[fact_id], stale = inherit(fact, owns[fact_id], origins, owns, flag=flag)
+        final, origins[fact_id], stale = inherit(fact, own, origins, owns, flag=flag)
         codes[fact_id] = final
         if stale is not None:
             recheck[fact_id] = stale
@@ -440,25 +440,27 @@ def conclude(
             admitted.append(record)
 
     # A fact without dependencies is finished with its key, while its records are at hand (in
-    # cache); the others after every key, in log order: each dependency final before them.
-    # So is a key's known unknown, when no fact of the key waits.
+    # cache: at a million events a lookup in a table of every fact costs several times more);
+    # the others after every key, in log order: each dependency final before them. So is a
+    # key's known unknown, when no fact of the key waits (its own codes are then its codes).
     unknown: list[str] = []
     waiting: list[tuple[str, list[FactRecord]]] = []
     for key, facts in by_key.items():
-        owns.update(own_codes(facts, actor, at, policy, access))
+        own = own_codes(facts, actor, at, policy, access)
+        owns.update(own)
         waits = False
         for fact in facts:
             if fact.event.depends_on:
                 waits = True
             else:
-                finish(fact)
+                finish(fact, own[fact.id])
         if waits:
             waiting.append((key, facts))
-        elif known_unknown(facts, codes, policy):
+        elif known_unknown(facts, own, policy):
             unknown.append(key)
     for fact in fold.order:
         if fact.event.depends_on:
-            finish(fact)
+            finish(fact, owns[fact.id])
     unknown += [key for key, facts in waiting if known_unknown(facts, codes, policy)]
     admitted.sort(key=_by_fact)
     excluded.sort(key=_by_fact)
