@@ -191,6 +191,11 @@ def _precedence(candidates: list[FactRecord], codes: dict[str, Codes]) -> None:
             codes[fact.id][code] = reasons[code]
 
 
+def _may_see(listed: bool, granted: bool, clears: bool) -> bool:
+    """Phase 3's rule: listed (or no list) or granted, and cleared."""
+    return (listed or granted) and clears
+
+
 class Access:
     """Phase 3's grants: whether a grant gives ``actor`` sight of a fact, over one fold.
 
@@ -244,10 +249,10 @@ class Access:
                 or any(role in actor.roles for role in roles)
             )
             clears = self.clears(vis.clearance, policy)
-        if listed and clears:
+        if listed and clears:  # the rule alone admits it: no grant to read
             return None
         granted, access_event = self.events(fact)
-        if granted and clears:
+        if _may_see(listed, granted, clears):
             return None
         if access_event is None or access_event == fact.event.id:
             return (fact.event.id,)
@@ -415,29 +420,25 @@ def conclude(
     fold: FoldState, actor: Actor, at: datetime, policy: Policy, head: str, tree: TreeHead
 ) -> Resolution:
     """Phases 1-4 over the folded facts of one tenant, then experiences and known unknowns."""
-    by_key: dict[str, list[FactRecord]] = defaultdict(list)
-    for fact in fold.order:
-        by_key[fact.event.key].append(fact)
+    order = fold.order
+    by_key: dict[str, list[int]] = defaultdict(list)  # key -> its facts' places in log order
+    for index, fact in enumerate(order):
+        by_key[fact.event.key].append(index)
     access = Access(fold, actor)
     flag = policy.dependency_mode == "flag"
     owns: dict[str, Codes] = {}
     codes: dict[str, Codes] = {}
     origins: dict[str, Origins] = {}
     recheck: dict[str, set[str]] = {}
-    admitted: list[Admitted] = []
-    excluded: list[Excluded] = []
+    decided: list[Admitted | Excluded | None] = [None] * len(order)  # in log order
 
-    def finish(fact: FactRecord, own: Codes) -> None:
+    def finish(index: int, fact: FactRecord, own: Codes) -> None:
         fact_id = fact.id
         final, origins[fact_id], stale = inherit(fact, own, origins, owns, flag=flag)
         codes[fact_id] = final
         if stale is not None:
             recheck[fact_id] = stale
-        record = decision(fact, final, stale is not None, policy)
-        if isinstance(record, Excluded):
-            excluded.append(record)
-        else:
-            admitted.append(record)
+        decided[index] = decision(fact, final, stale is not None, policy)
 
     # A fact without dependencies is finished with its key, while its records are at hand (in
     # cache: at a million events a lookup in a table of every fact costs several times more);
@@ -445,31 +446,33 @@ def conclude(
     # key's known unknown, when no fact of the key waits (its own codes are then its codes).
     unknown: list[str] = []
     waiting: list[tuple[str, list[FactRecord]]] = []
-    for key, facts in by_key.items():
+    for key, places in by_key.items():
+        facts = [order[index] for index in places]
         own = own_codes(facts, actor, at, policy, access)
         owns.update(own)
         waits = False
-        for fact in facts:
+        for index, fact in zip(places, facts, strict=True):
             if fact.event.depends_on:
                 waits = True
             else:
-                finish(fact, own[fact.id])
+                finish(index, fact, own[fact.id])
         if waits:
             waiting.append((key, facts))
         elif known_unknown(facts, own, policy):
             unknown.append(key)
-    for fact in fold.order:
+    for index, fact in enumerate(order):
         if fact.event.depends_on:
-            finish(fact, owns[fact.id])
+            finish(index, fact, owns[fact.id])
     unknown += [key for key, facts in waiting if known_unknown(facts, codes, policy)]
-    admitted.sort(key=_by_fact)
-    excluded.sort(key=_by_fact)
+    # log order keeps the records nearly in id order (ids mostly grow along the log): cheap to sort
+    admitted = sorted((d for d in decided if isinstance(d, Admitted)), key=_by_fact)
+    excluded = sorted((d for d in decided if isinstance(d, Excluded)), key=_by_fact)
     grants: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
     for grant in fold.key_grant_events:
         grants[grant[1]].append(grant)
     ignored = set(fold.ignored)
     for key, key_grants in grants.items():
-        ignored |= key_access_ignored(by_key.get(key, ()), key_grants)
+        ignored |= key_access_ignored([order[i] for i in by_key.get(key, ())], key_grants)
     admitted_ids = {a.fact for a in admitted}
     replacements: dict[str, str | None] = {}
     return Resolution(
