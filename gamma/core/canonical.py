@@ -17,7 +17,7 @@ import orjson
 
 from gamma.core.errors import ValueTypeError
 
-__all__ = ["canonical_json", "canonical_text", "canonical_list", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
+__all__ = ["canonical_json", "canonical_text", "canonical_list", "canonical_bytes", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
 
 MAX_SAFE_INT = 2**53 - 1
 
@@ -54,13 +54,18 @@ def canonical_text(obj: Any) -> str:
 CHUNK = 256
 
 
-def canonical_list(items: Sequence[T], data: Callable[[T], Any]) -> str:
-    """``canonical_text([data(x) for x in items])``, built a chunk of items at a time."""
+def canonical_list(items: Sequence[T], data: Callable[[T], Any]) -> bytes:
+    """``canonical_text([data(x) for x in items])`` as UTF-8, built a chunk of items at a time."""
     parts = [
         orjson.dumps([data(x) for x in items[i : i + CHUNK]], option=orjson.OPT_SORT_KEYS)[1:-1]
         for i in range(0, len(items), CHUNK)
     ]
-    return (b"[" + b",".join(parts) + b"]").decode("utf-8")
+    return b"[" + b",".join(parts) + b"]"
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """``canonical_text(obj)`` as UTF-8, as encoded."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 def _refuse_floats(obj: Any) -> None:

@@ -422,8 +422,10 @@ def conclude(
     """Phases 1-4 over the folded facts of one tenant, then experiences and known unknowns."""
     order = fold.order
     by_key: dict[str, list[int]] = defaultdict(list)  # key -> its facts' places in log order
+    depended_on: set[str] = set()  # only their origins are kept: a table of every fact's costs
     for index, fact in enumerate(order):
         by_key[fact.event.key].append(index)
+        depended_on.update(fact.event.depends_on or ())
     access = Access(fold, actor)
     flag = policy.dependency_mode == "flag"
     owns: dict[str, Codes] = {}
@@ -434,7 +436,9 @@ def conclude(
 
     def finish(index: int, fact: FactRecord, own: Codes) -> None:
         fact_id = fact.id
-        final, origins[fact_id], stale = inherit(fact, own, origins, owns, flag=flag)
+        final, origin, stale = inherit(fact, own, origins, owns, flag=flag)
+        if fact_id in depended_on:
+            origins[fact_id] = origin
         codes[fact_id] = final
         if stale is not None:
             recheck[fact_id] = stale

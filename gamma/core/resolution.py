@@ -15,9 +15,8 @@ from typing import Any
 import attrs
 
 from gamma.core.canonical import (
+    canonical_bytes,
     canonical_list,
-    canonical_text,
-    compact_json,
     format_ts,
     sha256_hex,
 )
@@ -31,9 +30,10 @@ from gamma.core.render import render as render_resolution
 __all__ = ["Resolution"]
 
 
-def _join(texts: dict[str, str]) -> str:
+def _join(texts: dict[str, bytes]) -> bytes:
     """The canonical JSON object of already-encoded values (ASCII keys, sorted)."""
-    return "{" + ",".join(f'"{name}":{texts[name]}' for name in sorted(texts)) + "}"
+    fields = (b'"%s":%s' % (name.encode("ascii"), texts[name]) for name in sorted(texts))
+    return b"{" + b",".join(fields) + b"}"
 
 
 # The records a large resolution has by the ten thousand, unstructured as the converter does
@@ -89,20 +89,20 @@ class Resolution:
         return sha256_hex(_join(self._texts))
 
     @functools.cached_property
-    def _texts(self) -> dict[str, str]:
-        """Each top-level field's canonical JSON, encoded once for the digest and the output
-        (``compact_json`` of the body is exactly these joined in key order)."""
+    def _texts(self) -> dict[str, bytes]:
+        """Each top-level field's canonical JSON in UTF-8, encoded once for the digest and the
+        output (``compact_json`` of the body is exactly these joined in key order)."""
         with collector_paused():  # many small acyclic dicts and lists, freed as they go
             return {
-                "actor": canonical_text(converter.unstructure(self.actor)),
+                "actor": canonical_bytes(converter.unstructure(self.actor)),
                 "admitted": canonical_list(self.admitted, _admitted),
-                "at": canonical_text(format_ts(self.at)),
+                "at": canonical_bytes(format_ts(self.at)),
                 "excluded": canonical_list(self.excluded, _excluded),
                 "experiences": canonical_list(self.experiences, converter.unstructure),
                 "ignored": canonical_list(self.ignored, _ignored),
-                "log": canonical_text(self.log),
-                "policy": canonical_text(self.policy),
-                "tree": canonical_text(self.tree.to_dict()),
+                "log": canonical_bytes(self.log),
+                "policy": canonical_bytes(self.policy),
+                "tree": canonical_bytes(self.tree.to_dict()),
             }
 
     def _body(self) -> dict[str, Any]:
@@ -127,7 +127,7 @@ class Resolution:
 
     def to_json(self) -> str:
         """One canonical JSON line (no trailing newline)."""
-        return _join({**self._texts, "digest": compact_json(self.digest)})
+        return _join({**self._texts, "digest": canonical_bytes(self.digest)}).decode("utf-8")
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> Resolution:
