@@ -420,21 +420,22 @@ def conclude(
     fold: FoldState, actor: Actor, at: datetime, policy: Policy, head: str, tree: TreeHead
 ) -> Resolution:
     """Phases 1-4 over the folded facts of one tenant, then experiences and known unknowns."""
-    order = fold.order
-    by_key: dict[str, list[int]] = defaultdict(list)  # key -> its facts' places in log order
+    by_key: dict[str, list[FactRecord]] = defaultdict(list)
     depended_on: set[str] = set()  # only their origins are kept: a table of every fact's costs
-    for index, fact in enumerate(order):
-        by_key[fact.event.key].append(index)
-        depended_on.update(fact.event.depends_on or ())
+    for fact in fold.order:
+        by_key[fact.event.key].append(fact)
+        if fact.event.depends_on:
+            depended_on.update(fact.event.depends_on)
     access = Access(fold, actor)
     flag = policy.dependency_mode == "flag"
     owns: dict[str, Codes] = {}
     codes: dict[str, Codes] = {}
     origins: dict[str, Origins] = {}
     recheck: dict[str, set[str]] = {}
-    decided: list[Admitted | Excluded | None] = [None] * len(order)  # in log order
+    admitted: list[Admitted] = []
+    excluded: list[Excluded] = []
 
-    def finish(index: int, fact: FactRecord, own: Codes) -> None:
+    def finish(fact: FactRecord, own: Codes) -> None:
         fact_id = fact.id
         final, origin, stale = inherit(fact, own, origins, owns, flag=flag)
         if fact_id in depended_on:
@@ -442,7 +443,11 @@ def conclude(
         codes[fact_id] = final
         if stale is not None:
             recheck[fact_id] = stale
-        decided[index] = decision(fact, final, stale is not None, policy)
+        record = decision(fact, final, stale is not None, policy)
+        if isinstance(record, Excluded):
+            excluded.append(record)
+        else:
+            admitted.append(record)
 
     # A fact without dependencies is finished with its key, while its records are at hand (in
     # cache: at a million events a lookup in a table of every fact costs several times more);
@@ -450,33 +455,31 @@ def conclude(
     # key's known unknown, when no fact of the key waits (its own codes are then its codes).
     unknown: list[str] = []
     waiting: list[tuple[str, list[FactRecord]]] = []
-    for key, places in by_key.items():
-        facts = [order[index] for index in places]
+    for key, facts in by_key.items():
         own = own_codes(facts, actor, at, policy, access)
         owns.update(own)
         waits = False
-        for index, fact in zip(places, facts, strict=True):
+        for fact in facts:
             if fact.event.depends_on:
                 waits = True
             else:
-                finish(index, fact, own[fact.id])
+                finish(fact, own[fact.id])
         if waits:
             waiting.append((key, facts))
         elif known_unknown(facts, own, policy):
             unknown.append(key)
-    for index, fact in enumerate(order):
+    for fact in fold.order:
         if fact.event.depends_on:
-            finish(index, fact, owns[fact.id])
+            finish(fact, owns[fact.id])
     unknown += [key for key, facts in waiting if known_unknown(facts, codes, policy)]
-    # log order keeps the records nearly in id order (ids mostly grow along the log): cheap to sort
-    admitted = sorted((d for d in decided if isinstance(d, Admitted)), key=_by_fact)
-    excluded = sorted((d for d in decided if isinstance(d, Excluded)), key=_by_fact)
+    admitted.sort(key=_by_fact)
+    excluded.sort(key=_by_fact)
     grants: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
     for grant in fold.key_grant_events:
         grants[grant[1]].append(grant)
     ignored = set(fold.ignored)
     for key, key_grants in grants.items():
-        ignored |= key_access_ignored([order[i] for i in by_key.get(key, ())], key_grants)
+        ignored |= key_access_ignored(by_key.get(key, ()), key_grants)
     admitted_ids = {a.fact for a in admitted}
     replacements: dict[str, str | None] = {}
     return Resolution(
