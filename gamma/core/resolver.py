@@ -172,14 +172,14 @@ class _Fold:
     def commit(self, fact: _Fact, pos: int, event_id: str, ts: datetime) -> None:
         fact.commit_pos = pos
         fact.commit_event = event_id
-        live = fact.live
-        if live:
-            self.live_by_slot[(fact.event.key, fact.scope)].append(fact)
+        slot = self.live_by_slot[(fact.event.key, fact.scope)] if fact.live else None
+        if slot is not None:
+            slot.append(fact)
         start = fact.event.valid_from
         if start is not None and start > ts:
             heapq.heappush(self.pending, (start, pos, fact.id))
-        elif live:
-            self.take_effect(fact)
+        elif slot is not None:
+            self.take_effect(fact, slot)
 
     def run_pending(self, until: datetime) -> None:
         """Let deferred (``valid_from``) effects due at or before ``until`` happen, in order."""
@@ -187,7 +187,9 @@ class _Fold:
             _, _, fact_id = heapq.heappop(self.pending)
             self.take_effect(self.facts[fact_id])
 
-    def take_effect(self, fact: _Fact) -> None:
+    def take_effect(self, fact: _Fact, slot: list[_Fact] | None = None) -> None:
+        """``slot``: the fact's list in ``live_by_slot``, when the caller holds it (a lookup
+        in a table of every key and scope costs, at a million events)."""
         if not fact.live:
             return
         rank = fact.rank
@@ -201,7 +203,8 @@ class _Fold:
         if self.policy.same_key:
             at = fact.commit_pos
             assert at is not None
-            slot = self.live_by_slot[(fact.event.key, fact.scope)]
+            if slot is None:
+                slot = self.live_by_slot[(fact.event.key, fact.scope)]
             if len(slot) == 1:  # the fact alone in its slot (most): nothing to supersede
                 return
             for other in list(slot):
@@ -211,17 +214,18 @@ class _Fold:
                     and other.commit_pos < at
                     and other.rank <= rank
                 ):
-                    self.supersede(other, fact)
+                    self.supersede(other, fact, slot)
 
-    def supersede(self, old: _Fact, new: _Fact) -> None:
+    def supersede(self, old: _Fact, new: _Fact, slot: list[_Fact] | None = None) -> None:
         if not old.live:
             return
         old.superseded_by = new
         old.superseding_event = new.commit_event
-        self._unslot(old)
+        self._unslot(old, slot)
 
-    def _unslot(self, fact: _Fact) -> None:
-        slot = self.live_by_slot.get((fact.event.key, fact.scope)) or []
+    def _unslot(self, fact: _Fact, slot: list[_Fact] | None = None) -> None:
+        if slot is None:
+            slot = self.live_by_slot.get((fact.event.key, fact.scope)) or []
         for index, other in enumerate(slot):
             if other is fact:  # by identity: comparing records field by field costs a hot key dearly
                 del slot[index]
