@@ -421,7 +421,8 @@ def conclude(
 ) -> Resolution:
     """Phases 1-4 over the folded facts of one tenant, then experiences and known unknowns."""
     by_key: dict[str, list[FactRecord]] = defaultdict(list)
-    depended_on: set[str] = set()  # only their origins are kept: a table of every fact's costs
+    depended_on: set[str] = set()  # only their origins and own codes are kept (and those of
+    # the facts with dependencies): a table of every fact's costs, at a million
     for fact in fold.order:
         by_key[fact.event.key].append(fact)
         if fact.event.depends_on:
@@ -457,9 +458,10 @@ def conclude(
     waiting: list[tuple[str, list[FactRecord]]] = []
     for key, facts in by_key.items():
         own = own_codes(facts, actor, at, policy, access)
-        owns.update(own)
         waits = False
         for fact in facts:
+            if fact.event.depends_on or fact.id in depended_on:  # what phase 4 reads later
+                owns[fact.id] = own[fact.id]
             if fact.event.depends_on:
                 waits = True
             else:
