@@ -136,7 +136,8 @@ def own_codes(
     facts: Sequence[FactRecord], actor: Actor, at: datetime, policy: Policy, access: Access
 ) -> dict[str, Codes]:
     """Phases 1-3 for the facts of one key (in log order): what each fact's own record, its
-    key's rivals and its grants decide. Nothing outside the key is read but its grants."""
+    key's rivals and its grants decide. Nothing outside the key is read but its grants.
+    ``actor`` is the one ``access`` was made for (it answers the actor's scope and clearance)."""
     codes: dict[str, Codes] = {}
     candidates = []
     in_scope = access.in_scope
