@@ -1399,3 +1399,41 @@ class TestLowestLevelUnderStrict:
         assert admitted_ids(res) == ["F1"]
         assert codes(res, "F2") == ("access_denied",)
         assert ("e4", IA, "F2") in ignored_set(res)
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 257, 600])
+def test_a_list_encoded_in_chunks_is_the_list_encoded_at_once(size: int) -> None:
+    """Encoding a resolution's records a chunk at a time changes no byte of the JSON."""
+    from gamma.core.canonical import CHUNK, canonical_list, canonical_text, compact_json
+
+    assert CHUNK == 256
+    items = [{"fact": f"F{i}", "events": ("e\u00e9", f"e{i}"), "n": i} for i in range(size)]
+    encoded = canonical_list(items, dict).decode("utf-8")
+    assert encoded == canonical_text(items) == compact_json(items)
+
+
+def test_the_json_of_a_resolution_is_the_compact_json_of_its_dict() -> None:
+    """to_json encodes its records apart from to_dict's lists: the same bytes all the same
+    (600 facts of 7 keys: most excluded, more than two chunks)."""
+    from gamma.core.canonical import compact_json
+
+    lines = [
+        json.dumps(
+            {
+                "id": f"e{i}",
+                "type": "assert",
+                "ts": f"2026-03-01T09:{i // 60:02d}:{i % 60:02d}Z",
+                "actor": "w",
+                "tenant": "acme",
+                "fact": f"F{i}",
+                "key": f"k{i % 7}",
+                "value": i,
+            }
+        )
+        for i in range(600)
+    ]
+    resolution = resolve(
+        parse_events(lines), {"id": "alice", "tenant": "acme"}, "2026-03-02T00:00:00Z"
+    )
+    assert len(resolution.excluded) > 512
+    assert resolution.to_json() == compact_json(resolution.to_dict())

@@ -9,16 +9,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from gamma.core.errors import ValueTypeError
 
-__all__ = ["canonical_json", "canonical_text", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
+__all__ = ["canonical_json", "canonical_text", "canonical_list", "canonical_bytes", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
 
 MAX_SAFE_INT = 2**53 - 1
+
+T = TypeVar("T")
 
 _RFC3339 = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
@@ -43,6 +46,26 @@ def canonical_text(obj: Any) -> str:
     """``compact_json`` of JSON data known to hold no float (validated events, resolutions),
     encoded in C: byte-equal to it (a property test checks it), several times faster."""
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+
+
+#: Records encoded at once by ``canonical_list``: their data is built, encoded and freed while
+#: still in the processor's cache (a resolution's 40,000 excluded facts encode about twice as
+#: fast in chunks of this size as in one list).
+CHUNK = 256
+
+
+def canonical_list(items: Sequence[T], data: Callable[[T], Any]) -> bytes:
+    """``canonical_text([data(x) for x in items])`` as UTF-8, built a chunk of items at a time."""
+    parts = [
+        orjson.dumps([data(x) for x in items[i : i + CHUNK]], option=orjson.OPT_SORT_KEYS)[1:-1]
+        for i in range(0, len(items), CHUNK)
+    ]
+    return b"[" + b",".join(parts) + b"]"
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """``canonical_text(obj)`` as UTF-8, as encoded."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 def _refuse_floats(obj: Any) -> None:

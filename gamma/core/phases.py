@@ -19,6 +19,7 @@ module does not import the fold.
 from __future__ import annotations
 
 import heapq
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -63,6 +64,9 @@ _GROUPS = (
     (_OWN_VISIBILITY, "dependency_restricted"),
 )
 _INSUFFICIENT = "insufficient_authority"
+_NO_ORIGINS: Origins = (None, None)
+_by_fact = operator.attrgetter("fact")
+_first = operator.itemgetter(0)
 
 
 class FactRecord(Protocol):
@@ -132,19 +136,22 @@ def own_codes(
     facts: Sequence[FactRecord], actor: Actor, at: datetime, policy: Policy, access: Access
 ) -> dict[str, Codes]:
     """Phases 1-3 for the facts of one key (in log order): what each fact's own record, its
-    key's rivals and its grants decide. Nothing outside the key is read but its grants."""
+    key's rivals and its grants decide. Nothing outside the key is read but its grants.
+    ``actor`` is the one ``access`` was made for (it answers the actor's scope and clearance)."""
     codes: dict[str, Codes] = {}
+    candidates = []
+    in_scope = access.in_scope
     for fact in facts:
-        codes[fact.id] = _validity(fact, at)
-        if not scope_contains(fact.scope, actor.scope):
-            codes[fact.id]["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
-    _precedence([f for f in facts if not codes[f.id]], codes)
-    clearance = policy.clearance_rank(actor.clearance)
+        found = codes[fact.id] = _validity(fact, at)
+        if not in_scope(fact.scope):
+            found["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
+        if not found:
+            candidates.append(fact)
+    _precedence(candidates, codes)
     for fact in facts:
-        granted, access_event = access.events(fact)
-        if not _may_see(fact, actor, granted, clearance, policy):
-            named = {fact.event.id} if access_event is None else {fact.event.id, access_event}
-            codes[fact.id]["access_denied"] = Reason("access_denied", tuple(sorted(named)))
+        named = access.denial(fact, policy)
+        if named is not None:
+            codes[fact.id]["access_denied"] = Reason("access_denied", named)
     return codes
 
 
@@ -178,24 +185,16 @@ def _precedence(candidates: list[FactRecord], codes: dict[str, Codes]) -> None:
     winners = [f for f in candidates if f.rank == top_rank and specificity(f.scope) == top_spec]
     events = tuple(sorted({w.commit_event for w in winners if w.commit_event}))
     facts = tuple(sorted(w.id for w in winners))
+    reasons = {code: Reason(code, events, facts) for code in ("outranked", "overridden")}
     for fact in candidates:
-        if fact in winners:
-            continue
-        code = "outranked" if fact.rank < top_rank else "overridden"
-        codes[fact.id][code] = Reason(code, events, facts)
+        if fact.id not in facts:  # a loser: one (immutable) reason per code serves them all
+            code = "outranked" if fact.rank < top_rank else "overridden"
+            codes[fact.id][code] = reasons[code]
 
 
-def _may_see(fact: FactRecord, actor: Actor, granted: bool, clearance: int, policy: Policy) -> bool:
-    vis = fact.event.visibility
-    roles = (vis.roles if vis else None) or ()
-    actors = (vis.actors if vis else None) or ()
-    listed = (
-        (not roles and not actors)
-        or actor.id in actors
-        or any(role in actor.roles for role in roles)
-        or granted
-    )
-    return listed and clearance >= policy.clearance_rank(vis.clearance if vis else None)
+def _may_see(listed: bool, granted: bool, clears: bool) -> bool:
+    """Phase 3's rule: listed (or no list) or granted, and cleared."""
+    return (listed or granted) and clears
 
 
 class Access:
@@ -210,9 +209,55 @@ class Access:
 
     def __init__(self, fold: FoldState, actor: Actor) -> None:
         self.fold = fold
+        self.actor = actor
         self.grantees = (*(f"role:{role}" for role in actor.roles), f"actor:{actor.id}")
         self._streams: dict[tuple[str, str, int, bool], list[Change]] = {}
         self._replays: dict[tuple[str, str, int, bool], tuple[bool, tuple[int, str] | None]] = {}
+        # a tenant has few scopes and clearance levels: each answered once per actor
+        self._scopes: dict[str, bool] = {}
+        self._policy: Policy | None = None
+        self._clears: dict[str | None, bool] = {}
+
+    def in_scope(self, scope: str) -> bool:
+        """Whether a fact's ``scope`` contains the actor's."""
+        known = self._scopes.get(scope)
+        if known is None:
+            known = self._scopes[scope] = scope_contains(scope, self.actor.scope)
+        return known
+
+    def clears(self, level: str | None, policy: Policy) -> bool:
+        """Whether the actor's clearance reaches a fact's clearance ``level``."""
+        if policy is not self._policy:
+            self._policy, self._clears = policy, {}
+        known = self._clears.get(level)
+        if known is None:
+            mine, needed = policy.clearance_rank(self.actor.clearance), policy.clearance_rank(level)
+            known = self._clears[level] = mine >= needed
+        return known
+
+    def denial(self, fact: FactRecord, policy: Policy) -> tuple[str, ...] | None:
+        """The events of the fact's access_denied reason when the actor fails its visibility
+        rule, else None. The grants are read only when the rule alone does not admit it."""
+        vis = fact.event.visibility
+        actor = self.actor
+        if vis is None:
+            listed, clears = True, self.clears(None, policy)
+        else:
+            roles, actors = vis.roles or (), vis.actors or ()
+            listed = (
+                (not roles and not actors)
+                or actor.id in actors
+                or any(role in actor.roles for role in roles)
+            )
+            clears = self.clears(vis.clearance, policy)
+        if listed and clears:  # the rule alone admits it: no grant to read
+            return None
+        granted, access_event = self.events(fact)
+        if _may_see(listed, granted, clears):
+            return None
+        if access_event is None or access_event == fact.event.id:
+            return (fact.event.id,)
+        return tuple(sorted((fact.event.id, access_event)))
 
     def events(self, fact: FactRecord) -> tuple[bool, str | None]:
         """Whether access is granted at t, and the latest event, over the actor's grantees,
@@ -282,22 +327,15 @@ def inherit(
     mode.
     """
     deps = fact.event.depends_on
-    if not deps:  # most facts: nothing to inherit, an origin only of its own codes
-        keys = own.keys()
-        return dict(own), (
-            fact.id if _OWN_VALIDITY & keys else None,
-            fact.id if _OWN_VISIBILITY & keys else None,
-        ), None
+    mine = _own_origins(fact.id, own) if own else _NO_ORIGINS
+    if not deps:  # most facts: nothing to inherit (the codes are shared: no phase changes
+        return own, mine, None  # a fact's codes once made)
     final = dict(own)
-    direct: list[dict[str, str]] = []
-    for group in range(2):
-        found: dict[str, str] = {}
-        for dep in deps:
-            of_dep = origins.get(dep)
-            source = None if of_dep is None else of_dep[group]
+    direct: tuple[dict[str, str], dict[str, str]] = ({}, {})  # per group: dependency -> origin
+    for dep in deps:
+        for found, source in zip(direct, origins.get(dep) or _NO_ORIGINS, strict=True):
             if source is not None:
                 found[dep] = source
-        direct.append(found)
     for group, (wanted, code) in enumerate(_GROUPS):
         found = direct[group]
         if not found or (flag and group == 0):
@@ -306,11 +344,18 @@ def inherit(
         events = {e for o in sources for c, r in owns[o].items() if c in wanted for e in r.events}
         final[code] = Reason(code, tuple(sorted(events)), tuple(sorted(sources | set(found))))
     recheck = set(direct[0].values()) if flag and direct[0] and not final else None
-    mine = tuple(
-        fact.id if wanted & own.keys() else (min(direct[g].values()) if direct[g] else None)
-        for g, (wanted, _) in enumerate(_GROUPS)
+    validity, visibility = (
+        origin if origin is not None else (min(found.values()) if found else None)
+        for origin, found in zip(mine, direct, strict=True)
     )
-    return final, (mine[0], mine[1]), recheck
+    return final, (validity, visibility), recheck
+
+
+def _own_origins(fact_id: str, own: Codes) -> Origins:
+    """The groups a fact is an origin in by its own codes (``own_codes``': no dependency code,
+    so any code but the two visibility ones is a validity code)."""
+    hidden = ("out_of_scope" in own) + ("access_denied" in own)
+    return (fact_id if len(own) > hidden else None, fact_id if hidden else None)
 
 
 # -- per fact and per key: the records of the resolution --------------------------------
@@ -320,7 +365,9 @@ def decision(fact: FactRecord, codes: Codes, recheck: bool, policy: Policy) -> A
     """The record a resolution gives one fact."""
     e = fact.event
     if codes:
-        reasons = tuple(codes[code] for code in sorted(codes))
+        reasons = (
+            tuple(codes.values()) if len(codes) == 1 else tuple([codes[c] for c in sorted(codes)])
+        )
         return Excluded(fact=fact.id, key=e.key, reasons=reasons)
     return Admitted(
         fact=fact.id,
@@ -364,7 +411,7 @@ def known_unknown(
             in_scope.append(found)
     if not in_scope:
         return False
-    return bool(policy.restricted_keys) or not all(HIDDEN & c.keys() for c in in_scope)
+    return bool(policy.restricted_keys) or any(c.keys().isdisjoint(HIDDEN) for c in in_scope)
 
 
 # -- all of it over one fold -------------------------------------------------------------
@@ -375,25 +422,61 @@ def conclude(
 ) -> Resolution:
     """Phases 1-4 over the folded facts of one tenant, then experiences and known unknowns."""
     by_key: dict[str, list[FactRecord]] = defaultdict(list)
+    depended_on: set[str] = set()  # only their origins and own codes are kept (and those of
+    # the facts with dependencies): a table of every fact's costs, at a million
     for fact in fold.order:
         by_key[fact.event.key].append(fact)
+        if fact.event.depends_on:
+            depended_on.update(fact.event.depends_on)
     access = Access(fold, actor)
-    owns: dict[str, Codes] = {}
-    for facts in by_key.values():
-        owns.update(own_codes(facts, actor, at, policy, access))
     flag = policy.dependency_mode == "flag"
+    owns: dict[str, Codes] = {}
     codes: dict[str, Codes] = {}
     origins: dict[str, Origins] = {}
     recheck: dict[str, set[str]] = {}
-    for fact in fold.order:  # log order: every dependency is final before its dependents
-        codes[fact.id], origins[fact.id], stale = inherit(
-            fact, owns[fact.id], origins, owns, flag=flag
-        )
+    admitted: list[Admitted] = []
+    excluded: list[Excluded] = []
+
+    def finish(fact: FactRecord, own: Codes) -> None:
+        fact_id = fact.id
+        final, origin, stale = inherit(fact, own, origins, owns, flag=flag)
+        if fact_id in depended_on:
+            origins[fact_id] = origin
+        codes[fact_id] = final
         if stale is not None:
-            recheck[fact.id] = stale
-    decided = [decision(f, codes[f.id], f.id in recheck, policy) for f in fold.order]
-    admitted = sorted((d for d in decided if isinstance(d, Admitted)), key=lambda a: a.fact)
-    excluded = sorted((d for d in decided if isinstance(d, Excluded)), key=lambda x: x.fact)
+            recheck[fact_id] = stale
+        record = decision(fact, final, stale is not None, policy)
+        if isinstance(record, Excluded):
+            excluded.append(record)
+        else:
+            admitted.append(record)
+
+    # A fact without dependencies is finished with its key, while its records are at hand (in
+    # cache: at a million events a lookup in a table of every fact costs several times more);
+    # the others after every key, in log order: each dependency final before them. So is a
+    # key's known unknown, when no fact of the key waits (its own codes are then its codes).
+    unknown: list[str] = []
+    waiting: list[tuple[str, list[FactRecord]]] = []
+    for key, facts in by_key.items():
+        own = own_codes(facts, actor, at, policy, access)
+        waits = False
+        for fact in facts:
+            if fact.event.depends_on or fact.id in depended_on:  # what phase 4 reads later
+                owns[fact.id] = own[fact.id]
+            if fact.event.depends_on:
+                waits = True
+            else:
+                finish(fact, own[fact.id])
+        if waits:
+            waiting.append((key, facts))
+        elif known_unknown(facts, own, policy):
+            unknown.append(key)
+    for fact in fold.order:
+        if fact.event.depends_on:
+            finish(fact, owns[fact.id])
+    unknown += [key for key, facts in waiting if known_unknown(facts, codes, policy)]
+    admitted.sort(key=_by_fact)
+    excluded.sort(key=_by_fact)
     grants: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
     for grant in fold.key_grant_events:
         grants[grant[1]].append(grant)
@@ -418,11 +501,9 @@ def conclude(
             )
         ),
         ignored=tuple(Ignored(event=e, code=c, fact=f) for e, c, f in sorted(ignored)),
-        known_unknowns=tuple(
-            sorted(k for k, facts in by_key.items() if known_unknown(facts, codes, policy))
-        ),
+        known_unknowns=tuple(sorted(unknown)),
         recheck_inputs=tuple(sorted((f, tuple(sorted(o))) for f, o in recheck.items())),
-        positions=tuple(sorted(fold.positions.items())),
+        positions=tuple(sorted(fold.positions.items(), key=_first)),
         retract_reasons=tuple(
             sorted((f.id, f.retract_reason) for f in fold.order if f.retract_reason is not None)
         ),

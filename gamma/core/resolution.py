@@ -14,7 +14,12 @@ from typing import Any
 
 import attrs
 
-from gamma.core.canonical import canonical_text, compact_json, format_ts, sha256_hex
+from gamma.core.canonical import (
+    canonical_bytes,
+    canonical_list,
+    format_ts,
+    sha256_hex,
+)
 from gamma.core.collector import collector_paused
 from gamma.core.convert import converter
 from gamma.core.decisions import Admitted, Excluded, ExperienceVerdict, Ignored, Reason
@@ -25,9 +30,10 @@ from gamma.core.render import render as render_resolution
 __all__ = ["Resolution"]
 
 
-def _join(texts: dict[str, str]) -> str:
+def _join(texts: dict[str, bytes]) -> bytes:
     """The canonical JSON object of already-encoded values (ASCII keys, sorted)."""
-    return "{" + ",".join(f'"{name}":{texts[name]}' for name in sorted(texts)) + "}"
+    fields = (b'"%s":%s' % (name.encode("ascii"), texts[name]) for name in sorted(texts))
+    return b"{" + b",".join(fields) + b"}"
 
 
 # The records a large resolution has by the ten thousand, unstructured as the converter does
@@ -44,6 +50,16 @@ def _admitted(a: Admitted) -> dict[str, Any]:
 
 def _reason(r: Reason) -> dict[str, Any]:
     return {"code": r.code, "events": list(r.events), "facts": list(r.facts)}
+
+
+def _excluded(e: Excluded) -> dict[str, Any]:
+    """For encoding only: the reasons' tuples left as they are (JSON arrays either way)."""
+    reasons = [{"code": r.code, "events": r.events, "facts": r.facts} for r in e.reasons]
+    return {"fact": e.fact, "key": e.key, "reasons": reasons}
+
+
+def _ignored(i: Ignored) -> dict[str, Any]:
+    return {"code": i.code, "event": i.event, "fact": i.fact}
 
 
 @attrs.frozen(kw_only=True)
@@ -73,11 +89,21 @@ class Resolution:
         return sha256_hex(_join(self._texts))
 
     @functools.cached_property
-    def _texts(self) -> dict[str, str]:
-        """Each top-level field's canonical JSON, encoded once for the digest and the output
-        (``compact_json`` of the body is exactly these joined in key order)."""
+    def _texts(self) -> dict[str, bytes]:
+        """Each top-level field's canonical JSON in UTF-8, encoded once for the digest and the
+        output (``compact_json`` of the body is exactly these joined in key order)."""
         with collector_paused():  # many small acyclic dicts and lists, freed as they go
-            return {name: canonical_text(value) for name, value in self._body().items()}
+            return {
+                "actor": canonical_bytes(converter.unstructure(self.actor)),
+                "admitted": canonical_list(self.admitted, _admitted),
+                "at": canonical_bytes(format_ts(self.at)),
+                "excluded": canonical_list(self.excluded, _excluded),
+                "experiences": canonical_list(self.experiences, converter.unstructure),
+                "ignored": canonical_list(self.ignored, _ignored),
+                "log": canonical_bytes(self.log),
+                "policy": canonical_bytes(self.policy),
+                "tree": canonical_bytes(self.tree.to_dict()),
+            }
 
     def _body(self) -> dict[str, Any]:
         return {
@@ -89,7 +115,7 @@ class Resolution:
                 for e in self.excluded
             ],
             "experiences": [converter.unstructure(x) for x in self.experiences],
-            "ignored": [{"code": i.code, "event": i.event, "fact": i.fact} for i in self.ignored],
+            "ignored": [_ignored(i) for i in self.ignored],
             "log": self.log,
             "policy": self.policy,
             "tree": self.tree.to_dict(),
@@ -101,7 +127,7 @@ class Resolution:
 
     def to_json(self) -> str:
         """One canonical JSON line (no trailing newline)."""
-        return _join({**self._texts, "digest": compact_json(self.digest)})
+        return _join({**self._texts, "digest": canonical_bytes(self.digest)}).decode("utf-8")
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> Resolution:

@@ -70,16 +70,13 @@ class _Fact:
     event: Assert
     rank: int
     scope: str
-    id: str = attrs.field(init=False)
+    id: str  # the event's fact id, kept at hand: every phase reads it
     commit_pos: int | None = None
     commit_event: str | None = None
     retracted_by: str | None = None
     retract_reason: str | None = None
     superseded_by: _Fact | None = None
     superseding_event: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        self.id = self.event.fact
 
     @property
     def live(self) -> bool:
@@ -130,15 +127,11 @@ class _Fold:
         return known[0]
 
     def on_assert(self, pos: int, event: Assert) -> None:
-        fact = _Fact(
-            event=event,
-            rank=self.rank(event),
-            scope=event.scope or "global",
-        )
-        self.facts[event.fact] = fact
+        fact = _Fact(event, self.rank(event), event.scope or "global", event.fact)
+        self.facts[fact.id] = fact
         self.order.append(fact)
-        self.positions[event.fact] = pos
-        if (event.status or "committed") == "committed":
+        self.positions[fact.id] = pos
+        if event.status is None or event.status == "committed":
             self.commit(fact, pos, event.id, event.ts)
 
     def on_retract(self, pos: int, event: Retract) -> None:
@@ -179,13 +172,14 @@ class _Fold:
     def commit(self, fact: _Fact, pos: int, event_id: str, ts: datetime) -> None:
         fact.commit_pos = pos
         fact.commit_event = event_id
-        if fact.live:
-            self.live_by_slot[(fact.event.key, fact.scope)].append(fact)
+        slot = self.live_by_slot[(fact.event.key, fact.scope)] if fact.live else None
+        if slot is not None:
+            slot.append(fact)
         start = fact.event.valid_from
         if start is not None and start > ts:
             heapq.heappush(self.pending, (start, pos, fact.id))
-        else:
-            self.take_effect(fact)
+        elif slot is not None:
+            self.take_effect(fact, slot)
 
     def run_pending(self, until: datetime) -> None:
         """Let deferred (``valid_from``) effects due at or before ``until`` happen, in order."""
@@ -193,35 +187,45 @@ class _Fold:
             _, _, fact_id = heapq.heappop(self.pending)
             self.take_effect(self.facts[fact_id])
 
-    def take_effect(self, fact: _Fact) -> None:
+    def take_effect(self, fact: _Fact, slot: list[_Fact] | None = None) -> None:
+        """``slot``: the fact's list in ``live_by_slot``, when the caller holds it (a lookup
+        in a table of every key and scope costs, at a million events)."""
         if not fact.live:
             return
-        for target_id in fact.event.supersedes or ():
-            target = self.facts[target_id]
-            if fact.rank >= target.rank:
-                self.supersede(target, fact)
-            else:
-                self.ignored.add((fact.event.id, _INSUFFICIENT, target_id))
+        rank = fact.rank
+        if fact.event.supersedes:
+            for target_id in fact.event.supersedes:
+                target = self.facts[target_id]
+                if rank >= target.rank:
+                    self.supersede(target, fact)
+                else:
+                    self.ignored.add((fact.event.id, _INSUFFICIENT, target_id))
         if self.policy.same_key:
-            assert fact.commit_pos is not None
-            for other in list(self.live_by_slot[(fact.event.key, fact.scope)]):
+            at = fact.commit_pos
+            assert at is not None
+            if slot is None:
+                slot = self.live_by_slot[(fact.event.key, fact.scope)]
+            if len(slot) == 1:  # the fact alone in its slot (most): nothing to supersede
+                return
+            for other in list(slot):
                 if (
                     other is not fact
                     and other.commit_pos is not None
-                    and other.commit_pos < fact.commit_pos
-                    and other.rank <= fact.rank
+                    and other.commit_pos < at
+                    and other.rank <= rank
                 ):
-                    self.supersede(other, fact)
+                    self.supersede(other, fact, slot)
 
-    def supersede(self, old: _Fact, new: _Fact) -> None:
+    def supersede(self, old: _Fact, new: _Fact, slot: list[_Fact] | None = None) -> None:
         if not old.live:
             return
         old.superseded_by = new
         old.superseding_event = new.commit_event
-        self._unslot(old)
+        self._unslot(old, slot)
 
-    def _unslot(self, fact: _Fact) -> None:
-        slot = self.live_by_slot.get((fact.event.key, fact.scope)) or []
+    def _unslot(self, fact: _Fact, slot: list[_Fact] | None = None) -> None:
+        if slot is None:
+            slot = self.live_by_slot.get((fact.event.key, fact.scope)) or []
         for index, other in enumerate(slot):
             if other is fact:  # by identity: comparing records field by field costs a hot key dearly
                 del slot[index]
@@ -317,11 +321,13 @@ def _resolve(
 ) -> Resolution:
     """The fold over the actor's tenant's events of ``prefix``, then the phases."""
     fold = _Fold(actor, policy)
+    tenant, pending, handlers = actor.tenant, fold.pending, _HANDLERS
     for pos, event in enumerate(prefix):
-        if event.tenant != actor.tenant:
+        if event.tenant != tenant:
             continue  # isolation is total: another tenant's events are not in the resolution
-        fold.run_pending(event.ts)
-        _HANDLERS[type(event)](fold, pos, event)  # type: ignore[operator]
+        if pending and pending[0][0] <= event.ts:
+            fold.run_pending(event.ts)
+        handlers[type(event)](fold, pos, event)  # type: ignore[operator]
     fold.run_pending(at)
     return conclude(fold, actor, at, policy, head, tree)
 
