@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from gamma.core.canonical import canonical_bytes
 from gamma.core.model import (
     APPLICABILITIES,
     KINDS,
@@ -41,11 +42,10 @@ from gamma.core.model import (
 )
 from gamma.core.policy import Policy
 
-__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "canonical_bytes", "fast_event", "fast_line", "moment", "sound"]
+__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "fast_event", "fast_line", "moment", "sound"]
 
 _MAX_SAFE = 2**53 - 1
 _intern = sys.intern
-_SORT = orjson.OPT_SORT_KEYS
 
 
 class _Defer(Exception):
@@ -359,12 +359,6 @@ def sound(event: Event, policy: Policy) -> bool:
     return True
 
 
-def canonical_bytes(obj: Any) -> bytes:
-    """Keys sorted by code point, no whitespace, UTF-8: byte-equal to ``compact_json`` on
-    decoded JSON without floats (a property test checks it)."""
-    return orjson.dumps(obj, option=_SORT)
-
-
 def fast_line(line: str | bytes, policy: Policy) -> tuple[Event, str, bytes] | None:
     """One JSON line decoded once into an event and its canonical text (as text and as the
     UTF-8 bytes the chain and the tree hash), or None (strict path)."""
@@ -375,7 +369,7 @@ def fast_line(line: str | bytes, policy: Policy) -> tuple[Event, str, bytes] | N
     event = fast_event(obj, policy)
     if event is None:
         return None
-    canonical = orjson.dumps(obj, option=_SORT)
+    canonical = canonical_bytes(obj)
     if isinstance(line, str):
         size = len(line) if line.isascii() else len(line.encode("utf-8"))
     else:
