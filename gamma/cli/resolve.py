@@ -72,9 +72,14 @@ def resolve_command(
             write_audit(audit_path, resolution, events)
         if keys and fmt != "context":
             raise click.UsageError("--key applies to --format context only")
-        click.echo(resolution.render(fmt, keys=keys or None), nl=fmt == "json")
+        count = len(events)
+        del events  # the resolution holds what its output needs: the log's memory is free for it
+        if fmt == "json":  # bytes, as encoded: a large record is not copied again as text
+            click.echo(resolution.to_json_bytes())
+        else:
+            click.echo(resolution.render(fmt, keys=keys or None), nl=False)
         record.update(
-            events=len(events),
+            events=count,
             admitted=len(resolution.admitted),
             excluded=len(resolution.excluded),
             at=format_ts(at_ts),

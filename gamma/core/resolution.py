@@ -127,7 +127,11 @@ class Resolution:
 
     def to_json(self) -> str:
         """One canonical JSON line (no trailing newline)."""
-        return _join({**self._texts, "digest": canonical_bytes(self.digest)}).decode("utf-8")
+        return self.to_json_bytes().decode("utf-8")
+
+    def to_json_bytes(self) -> bytes:
+        """``to_json`` as UTF-8, as written to a file or a pipe (no second copy as text)."""
+        return _join({**self._texts, "digest": canonical_bytes(self.digest)})
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> Resolution:
