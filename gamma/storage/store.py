@@ -35,6 +35,7 @@ from gamma.core.canonical import canonical_json
 from gamma.core.chain import GENESIS_HEX
 from gamma.core.errors import InputError, IntegrityError, StoreError
 from gamma.core.logcheck import LogIndex, MemoryIndex, validate_log
+from gamma.core.merkle import TreeBuilder
 from gamma.core.model import Event
 from gamma.core.parsed import ParsedLog
 from gamma.core.policy import DEFAULT_POLICY, Policy
@@ -280,9 +281,15 @@ class Store:
         when reading from the start). A failure is an IntegrityError naming
         the position.
         """
-        events, _ = self.read(since=since, until=until, index=index)
-        # read from the start and re-checked as a whole: a valid log (gamma.core.parsed)
-        return ParsedLog(events) if since == 0 and index is None else tuple(events)
+        if since != 0 or index is not None:
+            return tuple(self.read(since=since, until=until, index=index)[0])
+        # read from the start and re-checked as a whole: a valid log (gamma.core.parsed), with
+        # the chain head its rows were just checked against and the tree over their bodies
+        tree = TreeBuilder()
+        events, heads = self.read(until=until, tree=tree)
+        log = ParsedLog(events)
+        log.heads = (heads[-1].hex() if heads else GENESIS_HEX, tree.head())
+        return log
 
     def read(
         self,
@@ -291,9 +298,11 @@ class Store:
         until: datetime | None = None,
         prev: str | None = None,
         index: LogIndex | None = None,
+        tree: TreeBuilder | None = None,
     ) -> tuple[list[Event], list[bytes]]:
         """``events`` with the chain head after each; ``prev`` is the head the reader holds
-        at ``since`` (by default the stored one), so a rewritten history is caught too."""
+        at ``since`` (by default the stored one), so a rewritten history is caught too.
+        Each body is added to ``tree`` when one is given."""
         with self._snapshot():
             if prev is None:
                 prev = self._head_at(since)
@@ -303,7 +312,9 @@ class Store:
             rows = self._query(sql + " ORDER BY position", args).fetchall()
         if index is None and since == 0:
             index = MemoryIndex()
-        return check_stored(rows, since=since, prev=prev, index=index, source=str(self.path))
+        return check_stored(
+            rows, since=since, prev=prev, index=index, source=str(self.path), tree=tree
+        )
 
     def _head_at(self, position: int) -> str:
         """The stored head after ``position`` (64 zeros for 0)."""
