@@ -734,3 +734,21 @@ class TestReadOnly:
         with Store.open(old, read_only=True) as opened:
             assert opened.verify().ok and current_version(opened._db) == 2
         assert old.read_bytes() == before
+
+
+@given(log_=logs(max_size=10), cut=st.integers(min_value=0, max_value=12))
+def test_a_full_read_carries_the_heads_of_what_it_returns(log_: Log, cut: int) -> None:
+    """Γ takes a store read's heads as they are, so they must be the events' own: the chain
+    head and the tree head of exactly the events returned (all of them, or those by ``until``)."""
+    from gamma.core.merkle import tree_head_of
+    from gamma.core.parsed import ParsedLog
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with Store.init(Path(tmp) / "s.db", policy=log_.policy) as written:
+            written.append([json.dumps(line) for line in log_.lines])
+            events = parse_events([json.dumps(line) for line in log_.lines], policy=log_.policy)
+            until = events[min(cut, len(events) - 1)].ts if events and cut < len(events) else None
+            read = written.events(until=until)
+    assert isinstance(read, ParsedLog) and read.heads is not None
+    texts = [canonical_event(event) for event in read]
+    assert read.heads == (head_of(texts), tree_head_of(texts))
