@@ -42,7 +42,7 @@ from gamma.core.model import (
 )
 from gamma.core.policy import Policy
 
-__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "fast_event", "fast_line", "moment", "sound"]
+__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "fast_event", "fast_line", "sound"]
 
 _MAX_SAFE = 2**53 - 1
 _intern = sys.intern
@@ -152,21 +152,9 @@ CANONICAL_TS = re.compile(
 )
 
 
-def moment(text: str) -> datetime:
-    """The instant of a timestamp already in canonical UTC form (``...:SSZ`` or
-    ``...:SS.ffffffZ``), built as ``canonical.parse_ts`` builds it, one object per recent
-    instant; ValueError for a day or time that does not exist."""
-    cached = _TS_CACHE.get(text)
-    if cached is None:
-        cached = datetime.fromisoformat(text)  # on exactly this form: parse_ts's checks, in C
-        if len(_TS_CACHE) >= 4096:
-            _TS_CACHE.clear()
-        _TS_CACHE[text] = cached
-    return cached
-
-
 def _ts(value: Any) -> datetime:
-    """A timestamp already in canonical UTC form."""
+    """A timestamp already in canonical UTC form (``...:SSZ`` or ``...:SS.ffffffZ``), built
+    as ``canonical.parse_ts`` builds it."""
     if type(value) is not str:
         raise _Defer
     cached = _TS_CACHE.get(value)
@@ -174,10 +162,14 @@ def _ts(value: Any) -> datetime:
         return cached
     if CANONICAL_TS.fullmatch(value) is None:
         raise _Defer
-    try:
-        return moment(value)
+    try:  # on exactly this form, the same instant and checks as parse_ts, in C
+        parsed = datetime.fromisoformat(value)
     except ValueError:
         raise _Defer from None
+    if len(_TS_CACHE) >= 4096:
+        _TS_CACHE.clear()
+    _TS_CACHE[value] = parsed
+    return parsed
 
 
 def _visibility(value: Any) -> Visibility:
