@@ -639,7 +639,7 @@ from hypothesis import strategies as st  # noqa: E402
 from strategies import jsonl, logs, malformed_logs, written_jsonl  # noqa: E402
 
 from gamma.core import events as events_module  # noqa: E402
-from gamma.core.canonical import canonical_text, compact_json  # noqa: E402
+from gamma.core.canonical import canonical_records, canonical_text, compact_json  # noqa: E402
 from gamma.core.events import canonical_event, parse_events  # noqa: E402
 from gamma.core.fastpath import fast_line  # noqa: E402
 
@@ -793,6 +793,7 @@ from strategies import actors  # noqa: E402
 from gamma.core.chain import head_of  # noqa: E402
 from gamma.core.collector import PROMOTE_AT, collector_paused  # noqa: E402
 from gamma.core.convert import converter  # noqa: E402
+from gamma.core.decisions import Admitted, Excluded, Reason  # noqa: E402
 from gamma.core.merkle import CompactRange, TreeBuilder, leaf_hash, tree_head_of  # noqa: E402
 from gamma.core.parsed import ParsedLog  # noqa: E402
 from gamma.core.resolver import resolve  # noqa: E402
@@ -878,7 +879,26 @@ def test_a_resolutions_records_are_unstructured_as_the_converter_does(data: Any)
     resolution = resolve(parsed, who, "2030-01-01T00:00:00Z", log_.policy)
     body = resolution._body()
     for name in ("admitted", "excluded", "ignored"):
-        assert body[name] == [converter.unstructure(item) for item in getattr(resolution, name)]
+        unstructured = [converter.unstructure(item) for item in getattr(resolution, name)]
+        assert body[name] == unstructured
+        # and its JSON, encoded from the records themselves, is byte for byte their dicts'
+        assert resolution._texts[name] == compact_json(unstructured).encode("utf-8")
+
+
+def test_records_encode_every_character_as_compact_json_does() -> None:
+    """``canonical_records`` (msgspec) against ``compact_json`` (the standard library) on
+    strings holding every code point but the surrogates, quotes, backslashes and controls."""
+    text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    records = [
+        Admitted(fact='F"1\\', key=text, value=text, scope="global", authority="\u2028",
+                 kind="fact", priority="hard", needs_recheck=True),
+        Admitted(fact="F2", key="k", value=-(2**53 - 1), scope="a/b", authority="x", kind="rule",
+                 priority="soft"),
+        Excluded(fact=text[:40], key=None, reasons=(Reason("expired", (text[-9:],), ()),)),
+    ]  # fmt: skip
+    assert canonical_records(records) == compact_json(
+        [converter.unstructure(record) for record in records]
+    ).encode("utf-8")
 
 
 def test_a_large_pause_hands_what_it_built_to_the_oldest_generation() -> None:

@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
 
+import msgspec
 import orjson
 
 from gamma.core.errors import ValueTypeError
 
-__all__ = ["canonical_json", "canonical_text", "canonical_list", "canonical_bytes", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
+__all__ = ["canonical_json", "canonical_text", "canonical_list", "canonical_records", "canonical_bytes", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
 
 MAX_SAFE_INT = 2**53 - 1
 
@@ -61,6 +62,17 @@ def canonical_list(items: Sequence[T], data: Callable[[T], Any]) -> bytes:
         for i in range(0, len(items), CHUNK)
     ]
     return b"[" + b",".join(parts) + b"]"
+
+
+_encode_records = msgspec.json.Encoder(order="sorted").encode
+
+
+def canonical_records(records: Sequence[Any]) -> bytes:
+    """The canonical JSON (UTF-8) of a list of attrs records whose every field is written out
+    as it is: str, int, bool, None, tuples of those, and such records. msgspec reads the fields
+    in C, with no dict built per record, and escapes strings as ``compact_json`` does (a
+    property test pins the bytes to ``compact_json`` of the converter's dicts)."""
+    return _encode_records(records)
 
 
 def canonical_bytes(obj: Any) -> bytes:

@@ -10,7 +10,7 @@ import hashlib
 import hmac
 from collections.abc import Iterable
 
-__all__ = ["GENESIS", "GENESIS_HEX", "step", "keyed_step", "head_of"]
+__all__ = ["GENESIS", "GENESIS_HEX", "step", "step_bytes", "keyed_step", "head_of"]
 
 GENESIS = bytes(32)
 GENESIS_HEX = GENESIS.hex()
@@ -18,7 +18,13 @@ GENESIS_HEX = GENESIS.hex()
 
 def step(previous: bytes, canonical: str) -> bytes:
     """The next plain head after one canonical event."""
-    return hashlib.sha256(previous + canonical.encode("utf-8")).digest()
+    return step_bytes(previous, canonical.encode("utf-8"))
+
+
+def step_bytes(previous: bytes, data: bytes) -> bytes:
+    """``step`` over an event's canonical UTF-8 bytes, for a reader that holds them already
+    (and hands the same bytes to the tree)."""
+    return hashlib.sha256(previous + data).digest()
 
 
 def keyed_step(key: bytes, previous: bytes, canonical: str) -> bytes:
@@ -33,7 +39,6 @@ def head_of(canonical_events: Iterable[str], *, key: bytes | None = None) -> str
         for canonical in canonical_events:
             head = keyed_step(key, head, canonical)
         return head.hex()
-    sha256 = hashlib.sha256
     for canonical in canonical_events:
-        head = sha256(head + canonical.encode("utf-8")).digest()
+        head = step_bytes(head, canonical.encode("utf-8"))
     return head.hex()

@@ -8,7 +8,6 @@ error; the log-level rules (``logcheck``) run once over the whole input.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,7 +18,7 @@ import attrs
 import cattrs
 
 from gamma.core.canonical import canonical_json, compact_json, format_ts
-from gamma.core.chain import GENESIS
+from gamma.core.chain import GENESIS, step_bytes
 from gamma.core.collector import collector_paused
 from gamma.core.convert import check_keys, converter, first_failure
 from gamma.core.errors import (
@@ -315,7 +314,6 @@ def _parse_lines(
     events: list[Event] = []
     append = events.append
     lines_of: list[int | None] | None = None  # each event's line, once a blank line shifts them
-    sha256 = hashlib.sha256
     chain = GENESIS
     tree = TreeBuilder()
     add_leaf = tree.add
@@ -345,7 +343,7 @@ def _parse_lines(
             if lines_of is not None:
                 lines_of.append(number)
             if hashing:
-                chain = sha256(chain + data).digest()
+                chain = step_bytes(chain, data)
                 add_leaf(data)
         check_events(events, lines_of, index=index, source=source)
         if index is not None:

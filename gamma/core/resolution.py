@@ -8,6 +8,7 @@ rendered context only; they are derivable from the log and not serialised.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -17,8 +18,8 @@ import attrs
 from gamma.core.canonical import (
     canonical_bytes,
     canonical_list,
+    canonical_records,
     format_ts,
-    sha256_hex,
 )
 from gamma.core.collector import collector_paused
 from gamma.core.convert import converter
@@ -30,14 +31,19 @@ from gamma.core.render import render as render_resolution
 __all__ = ["Resolution"]
 
 
-def _join(texts: dict[str, bytes]) -> bytes:
-    """The canonical JSON object of already-encoded values (ASCII keys, sorted)."""
-    fields = (b'"%s":%s' % (name.encode("ascii"), texts[name]) for name in sorted(texts))
-    return b"{" + b",".join(fields) + b"}"
+def _pieces(texts: dict[str, bytes]) -> list[bytes]:
+    """The canonical JSON object of already-encoded values (ASCII keys, sorted), as the pieces
+    to hash or join in turn: a value of tens of megabytes is never copied into a field first."""
+    pieces = [b"{"]
+    for name in sorted(texts):
+        pieces += (b'"', name.encode("ascii"), b'":', texts[name], b",")
+    pieces[-1] = b"}"
+    return pieces
 
 
 # The records a large resolution has by the ten thousand, unstructured as the converter does
-# (a test pins them to it), at a fraction of its generic cost.
+# (a test pins them to it), at a fraction of its generic cost; its JSON encodes them as they
+# are (``canonical_records``).
 
 
 def _admitted(a: Admitted) -> dict[str, Any]:
@@ -50,12 +56,6 @@ def _admitted(a: Admitted) -> dict[str, Any]:
 
 def _reason(r: Reason) -> dict[str, Any]:
     return {"code": r.code, "events": list(r.events), "facts": list(r.facts)}
-
-
-def _excluded(e: Excluded) -> dict[str, Any]:
-    """For encoding only: the reasons' tuples left as they are (JSON arrays either way)."""
-    reasons = [{"code": r.code, "events": r.events, "facts": r.facts} for r in e.reasons]
-    return {"fact": e.fact, "key": e.key, "reasons": reasons}
 
 
 def _ignored(i: Ignored) -> dict[str, Any]:
@@ -86,7 +86,10 @@ class Resolution:
     @functools.cached_property
     def digest(self) -> str:
         """sha256 hex of the canonical JSON of the record without ``digest`` (computed when read)."""
-        return sha256_hex(_join(self._texts))
+        digest = hashlib.sha256()
+        for piece in _pieces(self._texts):
+            digest.update(piece)
+        return digest.hexdigest()
 
     @functools.cached_property
     def _texts(self) -> dict[str, bytes]:
@@ -95,11 +98,11 @@ class Resolution:
         with collector_paused():  # many small acyclic dicts and lists, freed as they go
             return {
                 "actor": canonical_bytes(converter.unstructure(self.actor)),
-                "admitted": canonical_list(self.admitted, _admitted),
+                "admitted": canonical_records(self.admitted),
                 "at": canonical_bytes(format_ts(self.at)),
-                "excluded": canonical_list(self.excluded, _excluded),
+                "excluded": canonical_records(self.excluded),
                 "experiences": canonical_list(self.experiences, converter.unstructure),
-                "ignored": canonical_list(self.ignored, _ignored),
+                "ignored": canonical_records(self.ignored),
                 "log": canonical_bytes(self.log),
                 "policy": canonical_bytes(self.policy),
                 "tree": canonical_bytes(self.tree.to_dict()),
@@ -131,7 +134,7 @@ class Resolution:
 
     def to_json_bytes(self) -> bytes:
         """``to_json`` as UTF-8, as written to a file or a pipe (no second copy as text)."""
-        return _join({**self._texts, "digest": canonical_bytes(self.digest)})
+        return b"".join(_pieces({**self._texts, "digest": canonical_bytes(self.digest)}))
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> Resolution:

@@ -6,12 +6,12 @@ each row's link and hash, and with an index the log's rules against what was rea
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from hashlib import sha256
 from typing import Any
 
 import cattrs
 import orjson
 
+from gamma.core.chain import step_bytes
 from gamma.core.convert import converter
 from gamma.core.errors import InputError, IntegrityError
 from gamma.core.fastpath import fast_event
@@ -60,7 +60,7 @@ def check_stored(
         if prev_head != previous.hex():
             raise broken(f"its previous head is not the head of position {position - 1}")
         data = body.encode("utf-8")
-        current = sha256(previous + data).digest()  # chain.step, with the bytes kept for the tree
+        current = step_bytes(previous, data)  # the bytes are kept for the tree
         if tree is not None:
             tree.add(data)
         if current.hex() != head:
