@@ -88,6 +88,8 @@ DEFERRED = {
     "empty name": (BASE.replace('"key":"k"', '"key":""'), "key"),
     "bad scope": (BASE.replace('"key":"k"', '"key":"k","scope":"a//b"'), "scope"),
     "unknown field": (BASE.replace('"key":"k"', '"key":"k","colour":"red"'), "colour"),
+    # the name of the model's cache slot (and of the structs' class attribute) is no field
+    "cache slot": (BASE.replace('"key":"k"', '"key":"k","_canonical":"{}"'), "_canonical"),
     "missing field": (BASE.replace('"key":"k",', ""), "key"),
     "unknown type": (BASE.replace('"assert"', '"asserts"'), "type"),
     "unknown authority": (BASE.replace('"key":"k"', '"key":"k","authority":"boss"'), "authority"),
