@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import logs
 
+from gamma.core import events as events_module
 from gamma.core.canonical import compact_json
 from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, parse_events
@@ -114,6 +115,52 @@ def test_plain_way_defers_what_it_is_not_sure_of(name: str) -> None:
     with pytest.raises(InputError) as info:
         parse_events([line], source="t.jsonl")
     assert (info.value.line, info.value.field) == (1, field)
+
+
+PRINTABLE = [chr(c) for c in range(0x20, 0x7F) if chr(c) not in '"\\']
+_WINDOWED = EVERY_TYPE[1].replace(',"depends_on":["F1"],"supersedes":["F1"]', "")  # alone
+STAMPS = [  # (a line, a timestamp in it): the short form, in ts and valid_until, and the long
+    (BASE, "2026-03-01T09:00:00Z"),
+    (_WINDOWED, "2026-03-02T09:00:00Z"),
+    (_WINDOWED, "2026-03-01T09:00:00.250000Z"),
+]
+
+
+@pytest.mark.parametrize(("line", "stamp"), STAMPS)
+def test_a_timestamp_is_taken_only_in_its_canonical_form(
+    line: str, stamp: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each printable character at each place of a timestamp: the plain way takes a line only
+    as the strict path alone does, to the same event and canonical text (so never a stamp
+    that is not canonical UTC); and it takes the stamp as written."""
+    assert line.count(stamp) == 1
+    variants = [
+        line.replace(stamp, stamp[:place] + c + stamp[place + 1 :])
+        for place in range(len(stamp))
+        for c in PRINTABLE
+    ]
+    taken = {variant: plain_line(variant, Policy()) for variant in variants}
+    assert taken[line] is not None
+    monkeypatch.setattr(events_module, "plain_line", lambda *_, **__: None)
+    monkeypatch.setattr(events_module, "fast_line", lambda *_, **__: None)
+    for variant, plain in taken.items():
+        if plain is not None:
+            (strict,) = parse_events([variant])
+            assert plain[0] == strict, variant
+            assert plain[1].decode("ascii") == canonical_event(strict) == _sorted_keys(variant)
+
+
+def test_scopes_are_checked_once_each_and_their_memo_stays_bounded() -> None:
+    """A log of more distinct scopes than the memo keeps is read all the same, and the memo
+    stops growing; a scope off the grammar is never kept."""
+    from gamma.core import plain
+
+    lines = [BASE.replace('"key":"k"', f'"key":"k","scope":"s{i}/x"') for i in range(5000)]
+    taken = [plain_line(line, Policy()) for line in lines]
+    assert all(t is not None and t[0].scope == f"s{i}/x" for i, t in enumerate(taken))
+    assert len(plain._scopes) <= plain._SCOPES_KEPT
+    assert plain_line(BASE.replace('"key":"k"', '"key":"k","scope":"a//b"'), Policy()) is None
+    assert "a//b" not in plain._scopes
 
 
 def test_a_value_that_reads_like_an_instruction_is_a_value() -> None:
