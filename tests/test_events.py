@@ -916,3 +916,33 @@ def test_a_lone_surrogate_in_a_python_str_line_is_an_input_error_naming_the_fiel
     with pytest.raises(ValueTypeError) as raised:
         parse_events([line])
     assert (raised.value.line, raised.value.field) == (1, "value")
+
+
+from strategies import probe_times  # noqa: E402
+
+from gamma.core.events import load_for_resolution  # noqa: E402
+from gamma.core.model import heard_by  # noqa: E402
+
+
+@_MANY
+@given(data=st.data())
+def test_a_log_read_for_one_resolution_resolves_as_the_log_does(
+    data: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``gamma resolve``'s read of a file: the same events, the same resolution byte for byte
+    at any time, the heads of the prefix heard by then taken from the reader (and right), and
+    no canonical text kept on any event."""
+    log_ = data.draw(logs(max_size=16), label="log")
+    path = tmp_path_factory.mktemp("log") / "log.jsonl"
+    path.write_text(jsonl(log_.lines) + "\n", encoding="utf-8")
+    who = data.draw(actors(log_), label="actor")
+    at = data.draw(probe_times(log_), label="at")
+    lean = load_for_resolution(path, at, policy=log_.policy)
+    full = load_events(path, policy=log_.policy)
+    assert lean == full
+    assert all(event._canonical is None for event in lean)
+    prefix = heard_by(lean, at)
+    texts = [canonical_event(event) for event in heard_by(full, at)]
+    assert prefix.heads == (head_of(texts), tree_head_of(texts))
+    got = resolve(lean, who, at, log_.policy)
+    assert got.to_json() == resolve(full, who, at, log_.policy).to_json()

@@ -18,7 +18,13 @@ import click
 
 from gamma.core.canonical import parse_ts
 from gamma.core.errors import ActorError, InputError, PolicyError
-from gamma.core.events import decode_lines, load_events, parse_actor, parse_events
+from gamma.core.events import (
+    decode_lines,
+    load_events,
+    load_for_resolution,
+    parse_actor,
+    parse_events,
+)
 from gamma.core.model import Actor, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
 from gamma.core.strictjson import decode_json
@@ -135,11 +141,17 @@ def read_text(value: str, what: str) -> tuple[str, str]:
         raise InputError(f"not UTF-8: {exc.reason} at byte {exc.start}", source=source) from None
 
 
-def read_log(log: str, policy: Policy | None) -> tuple[Sequence[Event], Policy]:
-    """A LOG (a JSONL file, a store, or - for JSONL on stdin) and the policy to resolve it under."""
+def read_log(
+    log: str, policy: Policy | None, *, resolve_at: datetime | None = None
+) -> tuple[Sequence[Event], Policy]:
+    """A LOG (a JSONL file, a store, or - for JSONL on stdin) and the policy to resolve it under.
+    A command that reads a file only to resolve it at one time says so (``resolve_at``)."""
     if log != STDIN:
         if _is_jsonl_file(log):  # the core reads it: no storage layer, no sqlite-utils loaded
-            return load_events(log, policy=policy or DEFAULT_POLICY), policy or DEFAULT_POLICY
+            chosen = policy or DEFAULT_POLICY
+            if resolve_at is not None:
+                return load_for_resolution(log, resolve_at, policy=chosen), chosen
+            return load_events(log, policy=chosen), chosen
         from gamma.storage.sources import events_and_policy  # a store (or no such file)
 
         return events_and_policy(log, policy)

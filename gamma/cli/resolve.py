@@ -63,7 +63,9 @@ def resolve_command(
     with command("resolve", log=log, format=fmt) as record, collector_paused():
         one_stdin(("LOG", log), ("--actor", actor))
         at_ts = read_at(at)
-        events, policy = read_log(log, read_policy(policy_path) if policy_path else None)
+        events, policy = read_log(
+            log, read_policy(policy_path) if policy_path else None, resolve_at=at_ts
+        )
         who = read_actor(actor, policy)
         resolution = resolve(events, who, at_ts, policy)
         if audit_path is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,7 +34,7 @@ from gamma.core.errors import (
 )
 from gamma.core.fastpath import CANONICAL_TS, SCOPE_SYNTAX, fast_event, fast_line
 from gamma.core.logcheck import LogIndex, check_events
-from gamma.core.merkle import TreeBuilder
+from gamma.core.merkle import TreeBuilder, TreeHead
 from gamma.core.model import (
     EVENT_TYPES,
     Actor,
@@ -55,6 +56,7 @@ __all__ = [
     "canonical_event",
     "parse_events",
     "load_events",
+    "load_for_resolution",
     "dump_events",
     "parse_actor",
     "check_scope",
@@ -303,6 +305,7 @@ def _parse_lines(
     index: LogIndex | None,
     source: str | None,
     plain_input: bool = False,
+    resolve_at: datetime | None = None,
 ) -> tuple[Event, ...]:
     """Each line decoded once (``plain`` for a plain line, else ``fastpath``; the strict path
     for what neither is sure of), then the whole log validated. ``bytes`` lines are known to
@@ -310,7 +313,9 @@ def _parse_lines(
 
     A whole log (no ``index``) is hashed as it is read, from the canonical bytes at hand: its
     chain head and tree head ride on the ParsedLog, so that Γ over all of it need not hash
-    every event again to record them and to check a head it is given."""
+    every event again to record them and to check a head it is given. A log read for one
+    resolution (``resolve_at``, see ``load_for_resolution``) also records the heads of the
+    prefix heard by then, and its events keep no canonical text."""
     events: list[Event] = []
     append = events.append
     lines_of: list[int | None] | None = None  # each event's line, once a blank line shifts them
@@ -318,16 +323,19 @@ def _parse_lines(
     tree = TreeBuilder()
     add_leaf = tree.add
     hashing = index is None
+    keep_text = resolve_at is None
+    cut: tuple[int, tuple[str, TreeHead]] | None = None  # the heads of the prefix heard by then
     with collector_paused():
         for number, text in enumerate(lines, start=1):
             plain = plain_line(text, policy, known_plain=plain_input)
             if plain is not None:
                 event, data = plain
-                # initialising a cache slot of an object built a moment ago, before anyone sees it
-                object.__setattr__(event, "_canonical", data.decode("ascii"))
+                if keep_text:  # a cache slot of an object built a moment ago, before anyone sees it
+                    object.__setattr__(event, "_canonical", data.decode("ascii"))
             elif (fast := fast_line(text, policy)) is not None:
                 event, canonical, data = fast
-                object.__setattr__(event, "_canonical", canonical)
+                if keep_text:
+                    object.__setattr__(event, "_canonical", canonical)
             else:
                 if isinstance(text, bytes):
                     text = text.decode("utf-8")
@@ -339,6 +347,10 @@ def _parse_lines(
                 event = _with_canonical(event_from_json(obj, policy=policy, source=source,
                                                         line=number), obj)
                 data = canonical_event(event).encode("utf-8")
+                if not keep_text:
+                    object.__setattr__(event, "_canonical", None)
+            if resolve_at is not None and cut is None and event.ts > resolve_at:
+                cut = (len(events), (chain.hex(), tree.head()))  # before this event is hashed
             append(event)
             if lines_of is not None:
                 lines_of.append(number)
@@ -351,6 +363,7 @@ def _parse_lines(
         log = ParsedLog(events)
         del events  # the list (the tuple holds its events), before the heads are built
     log.heads = (chain.hex(), tree.head())
+    log.cut = cut
     return log
 
 
@@ -359,7 +372,20 @@ EMPTY_FILE = "the file is empty (zero bytes): neither a store nor an event log"
 
 def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[Event, ...]:
     """Read and validate a JSONL event log file."""
-    path = Path(path)
+    return _load(Path(path), policy, None)
+
+
+def load_for_resolution(
+    path: str | Path, at: datetime, *, policy: Policy = DEFAULT_POLICY
+) -> tuple[Event, ...]:
+    """``load_events`` for one resolution at ``at`` (``gamma resolve`` of a file): the log
+    also carries the heads of the prefix heard by ``at``, so Γ hashes nothing, and its events
+    keep no canonical text (a fifth of a large log's memory; ``canonical_event`` would
+    re-serialise one)."""
+    return _load(Path(path), policy, at)
+
+
+def _load(path: Path, policy: Policy, resolve_at: datetime | None) -> tuple[Event, ...]:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -372,8 +398,9 @@ def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[E
         except UnicodeDecodeError:
             decode_lines(data, source=str(path))  # raises, naming the first line not UTF-8
     return _parse_lines(
-        _byte_lines(data), policy=policy, index=None, source=str(path), plain_input=is_plain(data)
-    )
+        _byte_lines(data), policy=policy, index=None, source=str(path), plain_input=is_plain(data),
+        resolve_at=resolve_at,
+    )  # fmt: skip
 
 
 def _byte_lines(data: bytes) -> Iterator[bytes]:

@@ -32,6 +32,9 @@ class ParsedLog(tuple[Event, ...]):
     #: as it read them (no slots: a tuple subclass cannot have them, so this lives in the
     #: instance's dict). A ParsedLog built otherwise has None, and its heads are computed.
     heads: tuple[str, TreeHead] | None = None
+    #: (length, heads) of one shorter prefix the reader also hashed: the prefix heard by the
+    #: time a log was read to be resolved at (``load_for_resolution``), else None.
+    cut: tuple[int, tuple[str, TreeHead]] | None = None
 
     @overload
     def __getitem__(self, index: SupportsIndex) -> Event: ...
@@ -44,6 +47,8 @@ class ParsedLog(tuple[Event, ...]):
             prefix = ParsedLog(got)
             if len(prefix) == len(self):
                 prefix.heads = self.heads
+            elif self.cut is not None and self.cut[0] == len(prefix):
+                prefix.heads = self.cut[1]
             return prefix
         return got
 
