@@ -946,3 +946,66 @@ def test_a_log_read_for_one_resolution_resolves_as_the_log_does(
     assert prefix.heads == (head_of(texts), tree_head_of(texts))
     got = resolve(lean, who, at, log_.policy)
     assert got.to_json() == resolve(full, who, at, log_.policy).to_json()
+
+
+from collections.abc import Iterable  # noqa: E402
+
+from gamma.core.plain import plain_line  # noqa: E402
+
+
+def _parsed_or_error(lines: Iterable[str], policy: Policy) -> Any:
+    """The events and canonical texts parsed from ``lines``, or the error's type, line, field
+    and message."""
+    try:
+        parsed = parse_events(lines, policy=policy, source="t.jsonl")
+    except InputError as exc:
+        return (type(exc), exc.line, exc.field, str(exc))
+    return [(event, canonical_event(event)) for event in parsed]
+
+
+@_MANY
+@given(data=st.data(), chunk=st.integers(1, 3))
+def test_a_list_scanned_for_plainness_a_chunk_at_a_time_parses_as_lines_one_by_one(
+    data: Any, chunk: int, monkeypatch: Any
+) -> None:
+    """``parse_events`` of a list checks that it is plain a chunk of lines at a time (an
+    iterator's lines are checked one by one): the same events, texts and errors, whichever
+    chunk holds a line that is not plain (escapes, non-ASCII, whitespace, malformed rows)."""
+    if data.draw(st.booleans(), label="valid"):
+        log_ = data.draw(logs(max_size=10), label="log")
+        lines, policy = data.draw(written_jsonl(log_)).split("\n"), log_.policy
+    else:
+        malformed = data.draw(malformed_logs(), label="malformed")
+        lines, policy = malformed.rows, malformed.policy
+    monkeypatch.setattr(events_module, "_PLAIN_CHUNK", chunk)
+    assert _parsed_or_error(list(lines), policy) == _parsed_or_error(iter(lines), policy)
+
+
+def test_a_plain_list_is_read_as_plain_without_scanning_each_line(monkeypatch: Any) -> None:
+    lines = good_lines()
+    seen: list[bool] = []
+
+    def recording(line: str | bytes, policy: Any, *, known_plain: bool = False) -> Any:
+        seen.append(known_plain)
+        return plain_line(line, policy, known_plain=known_plain)
+
+    monkeypatch.setattr(events_module, "plain_line", recording)
+    parse_events(lines)
+    parse_events(iter(lines))
+    parse_events([*lines[:1], lines[1].replace('"v2"', '"v\\u00e9"')])  # one line not plain
+    assert seen == [True, True, False, False, False, False]
+
+
+def test_a_list_with_one_line_not_plain_is_not_read_as_plain() -> None:
+    """A line the plain decoder would take wrongly if it were told the list is plain: an
+    escape that shortens it by 4 and two zero-width spaces that lengthen its UTF-8 by 4, so
+    the length rule cannot see them, and an actor name that is not printable."""
+    sneaky = (
+        '{"actor":"\u200b\u200b","fact":"F3","id":"e3","key":"k3","tenant":"acme",'
+        '"ts":"2026-03-01T09:03:00Z","type":"assert","value":"\\u00e9"}'
+    )  # in the line: two U+200B as they are, and the six characters of an escape
+    lines = [*good_lines(), sneaky]
+    assert plain_line(lines[2], Policy(), known_plain=True) is not None  # it would be taken
+    error = _parsed_or_error(lines, Policy())
+    assert error == _parsed_or_error(iter(lines), Policy())
+    assert error[:3] == (ValueTypeError, 3, "actor"), error

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -295,7 +295,26 @@ def parse_events(
     source: str | None = None,
 ) -> tuple[Event, ...]:
     """Parse and validate JSON Lines text (blank lines skipped) into events."""
-    return _parse_lines(lines, policy=policy, index=index, source=source)
+    plain_input = isinstance(lines, list | tuple) and _all_plain(lines)
+    return _parse_lines(lines, policy=policy, index=index, source=source, plain_input=plain_input)
+
+
+_PLAIN_CHUNK = 4096  # lines joined for one scan: bounded copies, few calls
+
+
+def _all_plain(lines: Sequence[str]) -> bool:
+    """Whether every line of a list is plain, scanned a chunk at a time: a few scans in C per
+    4,096 lines instead of three calls per line (a tenth of the parse at 100k events), and no
+    copy of the whole input. Plainness is a property of each character, so a chunk is plain
+    exactly when each of its lines is."""
+    for start in range(0, len(lines), _PLAIN_CHUNK):
+        try:
+            joined = "".join(lines[start : start + _PLAIN_CHUNK])
+        except TypeError:  # not all text (bytes, off the type): each line is scanned alone
+            return False
+        if not is_plain(joined):
+            return False
+    return True
 
 
 def _parse_lines(

@@ -8,11 +8,12 @@ Generated logs, gamma's own output and most hand-written logs are plain.
 
 One decode checks every field's type, the event's tag, unknown and missing fields and the
 safe integer range; the scope grammar (once per distinct scope) and the canonical UTC form
-of every timestamp are checked next, and msgspec builds the attrs event. Like ``fastpath`` it only ever *accepts*: anything else
-(not plain, a field it refuses, a null, a date that does not exist, a policy rule) answers
-None and the reader tries the next way in. Why a repeated key, whitespace or a null is caught
-by length alone: see ``fastpath``. Properties in ``tests/test_plain.py`` pin this way to the
-strict path's events, canonical text and errors.
+of every timestamp are checked next, and msgspec builds the attrs event. Like ``fastpath``
+it only ever *accepts*: anything else (not plain, a field it refuses, a null, a date that
+does not exist, a policy rule) answers None and the reader tries the next way in. Why a
+repeated key, whitespace or a null is caught by length alone: see ``fastpath``. Properties
+in ``tests/test_plain.py`` pin this way to the strict path's events, canonical text and
+errors.
 """
 
 from __future__ import annotations
