@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -22,7 +24,9 @@ from strategies import actors, logs, probe_times  # noqa: E402
 
 import gamma  # noqa: E402
 from gamma.conformance.cases import load_cases  # noqa: E402
-from gamma.integrations.langgraph import GovernedStore, namespace_of  # noqa: E402
+from gamma.integrations import MissingExtraError, install_hint  # noqa: E402
+from gamma.integrations.binding import WriteScopeError  # noqa: E402
+from gamma.integrations.langgraph import GovernedStore, NamespaceError, namespace_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 AT = datetime(2026, 3, 2, 10, tzinfo=UTC)
@@ -249,6 +253,71 @@ class TestStore:
             assert hana_elsewhere.get(("users", "alice"), "mood") is None  # out of her scope
             alice_elsewhere = store_for(other, ALICE)
             assert alice_elsewhere.get(("users", "alice"), "mood").value == {"v": "calm"}  # type: ignore[union-attr]
+
+
+class TestWhereWritesLand:
+    def test_a_put_into_another_users_namespace_is_refused(self) -> None:
+        """alice (users/alice) writes her namespace, its parents and (); never bob's, nor below her
+        own (she could not read it back); nothing of a refused batch is written."""
+        engine = engine_with_seed()
+        alice = store_for(engine, ALICE)
+        for namespace in [("users", "alice"), ("users",)]:
+            alice.put(namespace, "mood", {"v": namespace[-1]})
+        alice.batch([PutOp((), "mood", {"v": "global"})])
+        assert {(e.scope, e.actor) for e in engine.events[-3:]} == {  # type: ignore[union-attr]
+            ("users/alice", "alice"), ("users", "alice"), (None, "alice")}
+        before = len(engine)
+        for namespace in [("users", "bob"), ("users", "alice", "drafts"), ("teams",)]:
+            with pytest.raises(WriteScopeError, match="writes only where it reads"):
+                alice.put(namespace, "mood", {"v": "planted"})
+            with pytest.raises(WriteScopeError):
+                alice.batch([PutOp(("users", "alice"), "ok", {"v": 1}), PutOp(namespace, "k", {"v": 1})])
+        assert len(engine) == before
+        bob = store_for(engine, {"id": "bob", "tenant": "acme", "scope": "users/bob"})
+        assert bob.search(("users", "bob")) == []
+
+    def test_a_slash_in_a_label_is_refused_by_every_op(self) -> None:
+        """("users/alice",) would be the scope of ("users", "alice"): put, get, delete and search
+        refuse it alike, as they refuse a label with a space, with LangGraph's error type."""
+        engine = engine_with_seed()
+        alice = store_for(engine, ALICE)
+        before = len(engine)
+        for namespace in [("users/alice",), ("users", "a/b"), ("users", "no spaces"), ("global",)]:
+            for op in (lambda ns=namespace: alice.put(ns, "food", {"v": 1}),
+                       lambda ns=namespace: alice.get(ns, "food"),
+                       lambda ns=namespace: alice.delete(ns, "food"),
+                       lambda ns=namespace: alice.search(ns)):
+                with pytest.raises(InvalidNamespaceError) as raised:
+                    op()
+                assert isinstance(raised.value, NamespaceError) and isinstance(raised.value, gamma.InputError)
+        with pytest.raises(InvalidNamespaceError, match="Namespace labels cannot contain periods"):
+            alice.get(("users.alice",), "food")  # LangGraph's own rule, for get as for put
+        assert len(engine) == before
+        assert alice.get(("users", "alice"), "food") is not None
+
+    @pytest.mark.parametrize("value", [["pizza"], "pizza", 3, ("a", "b")])
+    def test_a_value_that_is_no_dict_says_what_is_accepted(self, value: Any) -> None:
+        alice = store_for(engine_with_seed(), ALICE)
+        with pytest.raises(gamma.ValueTypeError, match=r"must be a dict .* wrap a plain value as \{'value': \.\.\.\}"):
+            alice.put(("users", "alice"), "food", value)
+
+    def test_hidden_and_absent_items_answer_alike(self) -> None:
+        """get and delete of a key held only by a fact hidden from alice behave as for a key
+        nothing holds: None, and nothing retracted (tests/test_oracle.py does the rest)."""
+        engine = engine_with_seed()
+        alice = store_for(engine, ALICE)
+        assert alice.get(("users",), "salary_band") is None and alice.get(("users",), "no_such") is None
+        before = len(engine)
+        alice.delete(("users",), "salary_band")
+        alice.delete(("users",), "no_such")
+        assert len(engine) == before
+
+
+def test_the_module_without_its_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "gamma.integrations.langgraph")
+    monkeypatch.setitem(sys.modules, "langgraph.store.base", None)
+    with pytest.raises(MissingExtraError, match=re.escape(install_hint("langgraph"))):
+        importlib.import_module("gamma.integrations.langgraph")
 
 
 class TestGovernanceThroughSearch:

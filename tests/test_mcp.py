@@ -7,6 +7,7 @@ same code the protocol handler runs) for checks over many logs.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -33,6 +34,7 @@ from strategies import actors, logs, probe_times  # noqa: E402
 import gamma  # noqa: E402
 from gamma.cli import main  # noqa: E402
 from gamma.conformance.cases import load_cases  # noqa: E402
+from gamma.integrations import MissingExtraError, install_hint  # noqa: E402
 from gamma.integrations.binding import Binding  # noqa: E402
 from gamma.integrations.mcp import TOOLS, GammaMCP  # noqa: E402
 
@@ -61,12 +63,13 @@ def store(tmp_path: Path) -> Path:
 
 
 def serve(log: Path, actor: dict[str, Any], *extra: str, now: str = NOW,
-          errlog: TextIO | None = None, mode: str = "legacy") -> Client:
-    """A client of ``gamma mcp LOG --actor ACTOR`` run as a subprocess (stderr to ``errlog``)."""
+          errlog: TextIO | None = None, mode: str = "legacy", flags: tuple[str, ...] = ()) -> Client:
+    """A client of ``gamma [FLAGS] mcp LOG --actor ACTOR`` run as a subprocess (stderr to ``errlog``)."""
     env = {**os.environ, "GAMMA_NOW": now}
     env.pop("GAMMA_LOG_LEVEL", None)
     params = StdioServerParameters(
-        command=GAMMA_BIN, args=["mcp", str(log), "--actor", json.dumps(actor), *extra], env=env
+        command=GAMMA_BIN, args=[*flags, "mcp", str(log), "--actor", json.dumps(actor), *extra],
+        env=env,
     )
     if errlog is None:
         return Client(params, mode=mode)  # type: ignore[arg-type]
@@ -88,8 +91,8 @@ def text(result: Any) -> str:
 
 class TestSession:
     def test_initialize_and_list_tools(self, store: Path) -> None:
-        """The handshake names the server; four tools, each schema closed, none taking an actor;
-        an unknown tool is a protocol error."""
+        """The handshake names the server; three tools, each schema closed, none taking an actor
+        and none checking a response; an unknown tool is a protocol error."""
 
         async def session() -> None:
             async with serve(store, ALICE) as client:
@@ -97,7 +100,7 @@ class TestSession:
                 assert client.server_info.version == gamma.__version__
                 assert "recall" in (client.instructions or "")
                 listed = (await client.list_tools()).tools
-                assert [t.name for t in listed] == ["recall", "remember", "forget", "check_response"]
+                assert [t.name for t in listed] == ["recall", "remember", "forget"]
                 for tool in listed:
                     schema = tool.input_schema
                     assert schema["additionalProperties"] is False, tool.name
@@ -107,10 +110,13 @@ class TestSession:
                     assert tool.description and len(tool.description) > 80
                     assert tool.output_schema is not None
                     assert tool.annotations is not None
-                    assert tool.annotations.read_only_hint is (tool.name in {"recall", "check_response"})
+                    assert tool.annotations.read_only_hint is (tool.name == "recall")
                 # a tool that does not exist is an MCP error, not a tool result
                 with pytest.raises(MCPError, match="unknown tool 'whoami'"):
                     await client.call_tool("whoami", {})
+                # the response check is the host's: a model cannot ask it about a guess
+                with pytest.raises(MCPError, match="unknown tool 'check_response'"):
+                    await client.call_tool("check_response", {"question": "q", "response": "50%"})
 
         run(session)
 
@@ -137,7 +143,8 @@ class TestSession:
                 assert [f["fact"] for f in body["facts"]] == [a.fact for a in reference.admitted]
                 assert body["facts"] == [unstructure(a) for a in reference.admitted]
                 assert body["context"] == reference.render("context") == text(result)
-                assert (body["position"], body["head"], body["at"]) == (len(events), reference.log, NOW)
+                assert (body["position"], body["at"]) == (len(events), NOW)
+                assert "head" not in body  # it commits to every value: the host's record has it
                 assert body["known_unknowns"] == list(reference.known_unknowns)
                 only = await client.call_tool("recall", {"keys": ["discount", "region"]})
                 assert [f["fact"] for f in only.structured_content["facts"]] == ["F1", "F3"]
@@ -160,7 +167,7 @@ class TestHostileArguments:
             ("remember", {"key": "k", "value": "v", "actor": "ceo"}),
             ("remember", {"key": "k", "value": "v", "authority": "policy"}),
             ("forget", {"fact": "F1", "reason": "r", "roles": ["hr"]}),
-            ("check_response", {"question": "q", "response": "r", "clearance": "secret"}),
+            ("forget", {"fact": "F1", "reason": "r", "clearance": "secret"}),
         ]
         cases = [
             ("remember", {"key": "k"}, "'value' is a required property"),
@@ -172,9 +179,9 @@ class TestHostileArguments:
             ("remember", {"key": "k", "value": 2**60}, "field 'value'"),
             ("remember", {"key": "k", "value": "v", "depends_on": ["NOPE"]}, "field 'depends_on[0]'"),
             ("forget", {"fact": "F1"}, "'reason' is a required property"),
-            ("forget", {"fact": "NOPE", "reason": "r"}, "no fact 'NOPE'"),
+            ("forget", {"fact": "NOPE", "reason": "r"}, "field 'fact': no fact by that id"),
             ("recall", {"keys": "region"}, "(keys)"),
-            ("check_response", {"question": 3, "response": "r"}, "(question)"),
+            ("remember", {"key": "k", "value": "v", "scope": "helios/other"}, "writes only where it reads"),
         ]
 
         async def session() -> None:
@@ -216,7 +223,8 @@ class TestHostileArguments:
         assert len(stored) == 1 and stored[0].actor == "alice" and stored[0].tenant == "acme"
 
     def test_another_tenant_cannot_be_read_or_touched(self, store: Path) -> None:
-        """globex's 50% never appears; naming its fact reads like naming no fact; leaking it is a bypass."""
+        """globex's 50% never appears; naming its fact, or a fact hidden from alice, reads byte for
+        byte like naming no fact."""
 
         async def session() -> None:
             async with serve(store, ALICE) as client:
@@ -228,23 +236,31 @@ class TestHostileArguments:
                 other = await client.call_tool("forget", {"fact": "G1", "reason": "mine now"})
                 unknown = await client.call_tool("forget", {"fact": "G0", "reason": "mine now"})
                 assert other.is_error and unknown.is_error
-                assert text(other).replace("G1", "?") == text(unknown).replace("G0", "?")
+                assert other.model_dump_json() == unknown.model_dump_json()
                 hidden = await client.call_tool("forget", {"fact": "F8", "reason": "r"})  # hr-only
-                assert text(hidden).replace("F8", "?") == text(unknown).replace("G0", "?")
-                chained = await client.call_tool(
-                    "remember", {"key": "k", "value": "v", "supersedes": ["G1"]}
-                )
-                assert chained.is_error and "no fact 'G1'" in text(chained)
-                leak = await client.call_tool(
-                    "check_response", {"question": "What discount?", "response": "Offer 50% off."}
-                )
-                body = leak.structured_content
-                assert body["ok"] is False
-                assert {(v["kind"], v["fact"]) for v in body["violations"]} >= {("bypass", "G1")}
-                fine = await client.call_tool(
-                    "check_response", {"question": "What discount?", "response": "Offer 15% off."}
-                )
-                assert fine.structured_content == {"ok": True, "violations": []}
+                assert hidden.model_dump_json() == unknown.model_dump_json()
+                for field in ("supersedes", "depends_on"):
+                    chained = [
+                        (await client.call_tool("remember", {"key": "k", "value": "v", field: [fact]}))
+                        .model_dump_json() for fact in ("G1", "F8", "G0")
+                    ]
+                    assert chained[0] == chained[1] == chained[2]
+                    assert f"field '{field}[0]': no fact by that id" in chained[0]
+
+        run(session)
+        assert not [e for e in stored_events(store) if e.actor == "alice"]
+
+    def test_writes_land_only_where_the_actor_reads(self, store: Path) -> None:
+        """alice (scope helios/launch) writes there, at a parent or global, never at a sibling."""
+
+        async def session() -> None:
+            async with serve(store, ALICE) as client:
+                for scope in ("helios/launch", "helios", "global"):
+                    written = await client.call_tool("remember", {"key": "k", "value": 1, "scope": scope})
+                    assert not written.is_error, text(written)
+                for scope in ("helios/other", "helios/launch/sub", "hr"):
+                    refused = await client.call_tool("remember", {"key": "k", "value": 1, "scope": scope})
+                    assert refused.is_error and "writes only where it reads" in text(refused)
 
         run(session)
 
@@ -261,21 +277,49 @@ class TestWrites:
                 assert written["appended"] == 1 and written["position"] == 34
                 recalled = (await client.call_tool("recall", {"keys": ["discount"]})).structured_content
                 assert [f["fact"] for f in recalled["facts"]] == [written["fact"]]
-                assert recalled["head"] == written["head"]
+                assert recalled["position"] == written["position"] and "head" not in written
                 gone = (await client.call_tool(
                     "forget", {"fact": written["fact"], "reason": "typo"}
                 )).structured_content
                 assert gone["position"] == 35 and gone["fact"] == written["fact"]
+                assert (gone["effective"], gone["why"], gone["detail"]) == (True, None, None)
+                again = (await client.call_tool(
+                    "forget", {"fact": written["fact"], "reason": "twice"}
+                )).structured_content
+                assert (again["effective"], again["why"]) == (False, "already_retracted")
                 after = (await client.call_tool("recall", {"keys": ["discount"]})).structured_content
                 assert after["facts"] == [] and after["known_unknowns"] == ["discount"]
 
         run(session)
         events = stored_events(store)
-        assert [type(e).__name__ for e in events[-2:]] == ["Assert", "Retract"]
-        assert {(e.actor, e.tenant) for e in events[-2:]} == {("alice", "acme")}
-        assert events[-1].reason == "typo"  # type: ignore[union-attr]
-        assert all(e.authority is None for e in events[-2:])  # type: ignore[union-attr]
-        assert gamma.resolve(events, ALICE, NOW).admitted_fact(events[-2].fact) is None  # type: ignore[union-attr]
+        assert [type(e).__name__ for e in events[-3:]] == ["Assert", "Retract", "Retract"]
+        assert {(e.actor, e.tenant) for e in events[-3:]} == {("alice", "acme")}
+        assert events[-2].reason == "typo"  # type: ignore[union-attr]
+        assert all(e.authority is None for e in events[-3:])  # type: ignore[union-attr]
+        assert gamma.resolve(events, ALICE, NOW).admitted_fact(events[-3].fact) is None  # type: ignore[union-attr]
+
+    def test_forget_says_when_a_higher_authority_keeps_the_fact(self, tmp_path: Path) -> None:
+        """A retract below the fact's authority is recorded, and the result says it changed
+        nothing and why, as gamma explain does; the fact is still recalled."""
+        path = tmp_path / "kept.db"
+        with gamma.Store.init(path) as writer:
+            writer.append([json.dumps({
+                "id": "e1", "type": "assert", "ts": "2026-03-01T09:00:00Z", "actor": "cfo",
+                "tenant": "acme", "fact": "K1", "key": "budget", "value": "$2M",
+                "authority": "executive"})])
+        server = in_process(path, ALICE, NOW)
+        kept = server.call("forget", {"fact": "K1", "reason": "outdated"})
+        body = kept.structured_content
+        assert not kept.is_error and body is not None
+        assert (body["effective"], body["why"]) == (False, "insufficient_authority")
+        assert body["detail"] == ("retract ignored: insufficient authority (peer): written with less"
+                                  " authority than its target fact; the fact stays")
+        assert json.loads(text(kept)) == body
+        recalled = server.call("recall", {"keys": ["budget"]}).structured_content
+        assert recalled is not None and [f["fact"] for f in recalled["facts"]] == ["K1"]
+        explained = gamma.explain(server.binding.engine.events, "K1", actor=ALICE, at=NOW)
+        assert "insufficient authority" in json.dumps(explained.to_dict())
+        server.binding.engine.close()
 
     def test_other_writers_are_seen_on_the_next_call(self, store: Path) -> None:
         """A row another process appends between two calls is in the second recall (refresh)."""
@@ -346,13 +390,15 @@ class TestWrites:
 
 
 class TestLogging:
-    def test_one_line_per_call_on_stderr(self, store: Path, tmp_path: Path) -> None:
-        """stderr carries one JSON line per call, no argument values; stdout carries only the protocol."""
+    @pytest.mark.parametrize("flags", [(), ("-v",)], ids=["default", "verbose"])
+    def test_one_line_per_call_on_stderr(self, store: Path, tmp_path: Path, flags: tuple[str, ...]) -> None:
+        """stderr carries one JSON line per call, no argument values, the head the call read for
+        the host; stdout carries only the protocol; the command's own line only under -v."""
         errlog = tmp_path / "stderr.log"
 
         async def session() -> None:
             with errlog.open("w", encoding="utf-8") as stream:
-                async with serve(store, ALICE, errlog=stream) as client:
+                async with serve(store, ALICE, errlog=stream, flags=flags) as client:
                     await client.call_tool("recall", {})
                     await client.call_tool("remember", {"key": "secret.plan", "value": "TOP-SECRET-77"})
                     await client.call_tool("recall", {"actor": "x"})
@@ -366,8 +412,23 @@ class TestLogging:
         ]
         assert all(c["actor"] == "alice" and c["tenant"] == "acme" for c in calls)
         assert calls[0]["admitted"] == 7 and calls[1]["appended"] == 1
+        assert calls[0]["head"] == gamma.resolve(stored_events(store)[:33], ALICE, NOW).log
         assert "TOP-SECRET-77" not in errlog.read_text(encoding="utf-8")
-        assert [x["command"] for x in lines if x.get("event") == "command"] == ["mcp"]
+        commands = [x["command"] for x in lines if x.get("event") == "command"]
+        assert commands == (["mcp"] if flags else [])
+
+    def test_quiet_writes_nothing_on_stderr(self, store: Path, tmp_path: Path) -> None:
+        """gamma -q mcp: calls are served, and stderr stays empty."""
+        errlog = tmp_path / "stderr.log"
+
+        async def session() -> None:
+            with errlog.open("w", encoding="utf-8") as stream:
+                async with serve(store, ALICE, errlog=stream, flags=("-q",)) as client:
+                    assert (await client.call_tool("recall", {})).structured_content["facts"]
+                    await client.call_tool("recall", {"actor": "x"})
+
+        run(session)
+        assert errlog.read_text(encoding="utf-8") == ""
 
 
 class TestStartup:
@@ -471,7 +532,7 @@ def test_same_log_same_calls_same_ids(tmp_path: Path, store: Path) -> None:
         a = server.call("remember", {"key": "tone", "value": "warm"}).structured_content
         b = server.call("forget", {"fact": "F1", "reason": "moved"}).structured_content
         assert a is not None and b is not None
-        heads.append((a["fact"], a["event"], b["event"], b["head"]))
+        heads.append((a["fact"], a["event"], b["event"], server.binding.engine.head))
         server.binding.engine.close()
     assert heads[0] == heads[1]
 
@@ -486,7 +547,8 @@ class TestDocs:
         assert config["command"] == "gamma" and config["args"][0] == "mcp"
         make_store(tmp_path / "memory.db")
         (tmp_path / "alice.json").write_text(json.dumps(ALICE), encoding="utf-8")
-        params = StdioServerParameters(command=GAMMA_BIN, args=config["args"], cwd=str(tmp_path),
+        args = [a.replace("/path/to/", f"{tmp_path}/") for a in config["args"]]
+        params = StdioServerParameters(command=GAMMA_BIN, args=args, cwd=str(tmp_path),
                                        env={**os.environ, "GAMMA_NOW": NOW})
 
         async def session() -> None:
@@ -507,7 +569,8 @@ class TestDocs:
         structlog.reset_defaults()
         assert exit_.value.code == 0
         help_text = out.getvalue().decode("utf-8")
-        assert "recall, remember, forget, check_response" in help_text
+        assert "recall, remember, forget, as ACTOR" in help_text
+        assert "check_response" not in help_text
         assert "--writer-authority LEVEL" in help_text
         readme = (ROOT / "README.md").read_text(encoding="utf-8")
         assert "gamma mcp LOG --actor ACTOR.json" in readme
@@ -548,21 +611,33 @@ class TestProperties:
         assert len(recalled["context"].splitlines()) == 3  # header, section, one line
 
 
-def test_check_response_is_gamma_validate() -> None:
-    """Over the example log, check_response gives gamma.validate's result for the same inputs."""
+def test_the_host_check_is_gamma_validate_within_the_tenant() -> None:
+    """Binding.validate (the host's check after inference) finds what gamma.validate finds of the
+    actor's own tenant, and nothing of another tenant's: that is the auditor's check on the log."""
     events = list(gamma.load_events(EXAMPLE))
     server = in_process(EXAMPLE, ALICE, NOW)
     for question, response, context in [
-        ("What discount can I offer?", "Offer 15%, or 50% like globex.", None),
+        ("What discount can I offer?", "Offer 15%.", None),
         ("Severance?", "I can't tell you it's $40,000.", None),
         ("Region?", "EMEA, launch on 2026-04-20.", "- [F1] region = \"EMEA\""),
     ]:
-        arguments = {"question": question, "response": response}
-        if context is not None:
-            arguments["context"] = context
-        body = server.call("check_response", arguments).structured_content
+        found = server.binding.validate(question, response, context)
         expected = gamma.validate(events, actor=ALICE, at=NOW, question=question,
                                   response=response, context=context)
-        assert body == expected.to_dict()
-    assert server.call("check_response", {"question": "q", "response": "Offer 50%."}).structured_content[
-        "ok"] is False  # type: ignore[index]
+        assert found.to_dict() == expected.to_dict()
+    assert not server.binding.validate("Severance?", "It is $40,000.").ok  # hr-only F8: a bypass
+    audited = gamma.validate(events, actor=ALICE, at=NOW, question="q", response="Offer 50%.")
+    assert ("bypass", "G1") in {(v.kind, v.fact) for v in audited.violations}
+    own = server.binding.validate("q", "Offer 50%.")
+    assert not [v for v in own.violations if v.kind == "bypass"]  # globex's 50% is not compared
+    assert [v.tokens for v in own.violations if v.kind == "unsupported"] == [("50%",)]
+
+
+def test_an_integration_without_its_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing gamma.integrations.mcp without the SDK names the extra and the pip command."""
+    monkeypatch.delitem(sys.modules, "gamma.integrations.mcp")
+    monkeypatch.setitem(sys.modules, "mcp_types", None)
+    with pytest.raises(MissingExtraError) as raised:
+        importlib.import_module("gamma.integrations.mcp")
+    assert isinstance(raised.value, ImportError) and raised.value.name == "mcp_types"
+    assert install_hint("mcp") in str(raised.value) and "'mcp'" in str(raised.value)

@@ -2,7 +2,7 @@
 
 stdout and stdin carry the protocol, so neither LOG nor --actor may be ``-``, and
 everything else (one structured line per tool call, the command's own line at the
-end) goes to stderr.
+end when asked for) goes to stderr; ``--quiet`` writes none of it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 import click
 import structlog
 
+from gamma.cli import quiet
 from gamma.cli.logs import command
 from gamma.cli.options import (
     STDIN,
@@ -23,6 +24,7 @@ from gamma.cli.options import (
     read_policy,
 )
 from gamma.cli.store import key_option, read_key
+from gamma.integrations import MissingExtraError
 from gamma.storage.engine import Engine
 from gamma.storage.store import is_store
 
@@ -43,24 +45,24 @@ from gamma.storage.store import is_store
 def mcp_command(
     log: str, actor: str, policy_path: str | None, authority: str | None, key_file: str | None
 ) -> None:
-    """Serve LOG over MCP on stdio: recall, remember, forget, check_response, as ACTOR.
+    """Serve LOG over MCP on stdio: recall, remember, forget, as ACTOR.
 
     The actor comes only from --actor; no tool takes an actor, tenant, role or
     clearance. Over a store, every call first reads what other writers appended,
     and remember/forget append to it (a keyed store needs its key); a JSONL log is
     read once and read-only.
-    Calls resolve at the clock ($GAMMA_NOW pins it).
+    Calls resolve at the clock ($GAMMA_NOW pins it). No tool checks a response:
+    that is the host's check after inference (gamma validate), whose findings
+    would tell a model which guess of a withheld value is right.
     """
     with command("mcp", log=log) as record:
         if STDIN in (log, actor):
             raise click.UsageError("stdin carries the MCP protocol: LOG and --actor cannot be -")
         try:
-            # lazy: the SDK is the optional extra gamma[mcp]
+            # lazy: the SDK is the optional extra
             from gamma.integrations.mcp import serve_stdio
-        except ImportError as exc:
-            raise click.UsageError(
-                f"gamma mcp needs the MCP SDK ({exc.name} is missing): pip install 'gamma[mcp]'"
-            ) from None
+        except MissingExtraError as exc:
+            raise click.UsageError(str(exc)) from None
         from gamma.integrations.binding import Binding  # lazy: loaded with the command
 
         read_at("now")  # a bad $GAMMA_NOW is an input error now, not on the first call
@@ -82,5 +84,5 @@ def mcp_command(
                 level = {"ok": "info", "tool_error": "warning"}.get(call["outcome"], "error")
                 getattr(log_call, level)("tool_call", **call)
 
-            serve_stdio(binding, on_call=on_call)
+            serve_stdio(binding, on_call=None if quiet() else on_call)
             record["events"] = len(engine)

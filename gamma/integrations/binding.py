@@ -6,10 +6,15 @@ above what the policy lets that writer hold is refused, never capped silently.
 Every read first folds what other writers appended to a store (``refresh``) and
 answers at the binding's clock (the UTC clock unless the host gives one). Writes
 are ordinary events validated by the engine like any other: an ``assert`` or a
-``retract`` whose writer is the bound actor, whose ids are derived from the
-chain head and the content (so the same log and the same calls give the same
-ids), and whose ``ts`` is the clock, or the last event's ``ts`` when the clock
-is behind it.
+``retract`` whose writer is the bound actor, at a scope the actor reads (one
+that contains its own), whose ids are derived from the log's length and the
+content (so the same log and the same calls give the same ids, and an id
+commits to nothing the actor cannot see), and whose ``ts`` is the clock, or the
+last event's ``ts`` when the clock is behind it.
+
+Nothing here answers differently for a fact the actor cannot see and a fact
+that does not exist: a reference to either is one message, which does not even
+echo the id.
 """
 
 from __future__ import annotations
@@ -23,16 +28,22 @@ import attrs
 from gamma.core.canonical import compact_json, format_ts, sha256_hex
 from gamma.core.decisions import VISIBILITY_CODES, Excluded
 from gamma.core.errors import InputError, TimestampOrderError, UnknownReferenceError, ValueTypeError
-from gamma.core.events import normal_actor
-from gamma.core.model import Actor
+from gamma.core.events import check_scope, normal_actor
+from gamma.core.model import Actor, Event
+from gamma.core.phases import scope_contains
+from gamma.core.render import EXPLANATIONS
 from gamma.core.resolution import Resolution
 from gamma.scoring.findings import LogFacts, Validation, check_response, parse_stated
 from gamma.storage.engine import Engine
 from gamma.storage.store import AppendResult
 
-__all__ = ["Binding", "ReadOnlyError", "Written", "utc_now"]
+__all__ = ["Binding", "Forgotten", "ReadOnlyError", "WriteScopeError", "Written", "utc_now"]
 
 Value = str | int | bool
+
+#: The one answer to a reference the actor cannot follow, whether the fact is hidden from
+#: it, another tenant's or absent: no id echoed, so the bytes are the same for each.
+NO_SUCH_FACT = "no fact by that id that {actor!r} can see"
 
 
 @attrs.frozen
@@ -44,8 +55,27 @@ class Written:
     result: AppendResult
 
 
+@attrs.frozen
+class Forgotten:
+    """What a ``forget`` did: the retract written, and whether it withdrew the fact.
+
+    ``effective`` is False when the retract changes nothing: ``why`` is then the
+    code ``ignored`` gives it (``insufficient_authority``: the fact was written
+    with more authority than the actor's), or ``already_retracted``.
+    """
+
+    written: Written
+    effective: bool
+    why: str | None = None
+    detail: str | None = None
+
+
 class ReadOnlyError(InputError):
     """The binding serves a log it cannot write (a JSONL file is read once)."""
+
+
+class WriteScopeError(InputError):
+    """A write at a scope the bound actor does not read: it would land in another's memory."""
 
 
 def utc_now() -> datetime:
@@ -106,12 +136,19 @@ class Binding:
         return self.engine.resolve(self.actor, self.now(), keys=keys)
 
     def validate(self, question: str, response: str, context: str | None = None) -> Validation:
-        """``gamma.validate`` of ``response`` against the bound actor's resolution now."""
+        """The host's check of ``response`` against the bound actor's resolution now.
+
+        For the host only, after inference: its findings name withheld facts, so
+        no tool a model calls returns them. It compares against the actor's own
+        tenant (an actor's check never holds another tenant's values); the
+        auditor's check across tenants is ``gamma.validate`` on the log.
+        """
         resolution = self.resolve()
         stated = parse_stated(response)
+        tenant = self.actor.tenant
+        own: list[Event] = [e for e in self.engine.events if e.tenant == tenant]
         found = check_response(
-            resolution, LogFacts(self.engine.events), question=question, stated=stated,
-            context=context,
+            resolution, LogFacts(own), question=question, stated=stated, context=context,
         )
         return Validation(found)
 
@@ -143,14 +180,19 @@ class Binding:
         fact = "f-" + self._digest(body)
         return self._write([{**body, "fact": fact}])
 
-    def forget(self, fact: str, reason: str | None = None) -> Written:
-        """Append a ``retract`` of ``fact`` (one the actor can see), subject to authority."""
+    def forget(self, fact: str, reason: str | None = None) -> Forgotten:
+        """Append a ``retract`` of ``fact`` (one the actor can see), and say what it did.
+
+        Only a fact the actor can see gets here, so saying that a higher authority
+        keeps it tells the actor nothing it could not read from ``gamma explain``.
+        """
         self.engine.refresh()
         self._refer([fact], "fact")
         body: dict[str, Any] = {"type": "retract", "fact": fact}
         if reason is not None:
             body["reason"] = reason
-        return self._write([body])
+        written = self._write([body])
+        return self._effect(fact, written)
 
     def write(self, bodies: Sequence[Mapping[str, Any]]) -> Written:
         """Append events (without envelope) as the bound actor, all of them or none."""
@@ -179,18 +221,56 @@ class Binding:
                 isinstance(decision, Excluded)
                 and any(code in VISIBILITY_CODES for code in decision.codes)
             ):
-                raise UnknownReferenceError(
-                    f"no fact {fact!r} that {self.actor.id!r} can see", field=where
-                )
+                raise UnknownReferenceError(NO_SUCH_FACT.format(actor=self.actor.id), field=where)
+
+    def _effect(self, fact: str, written: Written) -> Forgotten:
+        """Whether the retract just written withdrew ``fact``, read as Γ reads it at its ``ts``."""
+        event = written.events[0]
+        retract = next(e for e in reversed(self.engine.events) if e.id == event)
+        decision = self.engine.check(self.actor, retract.ts, [fact])[fact]
+        if isinstance(decision, Excluded):
+            for reason in decision.reasons:
+                if reason.code == "retracted":
+                    if event in reason.events:
+                        return Forgotten(written, effective=True)
+                    return Forgotten(written, effective=False, why="already_retracted",
+                                     detail="an earlier retract already withdrew it")
+        resolution = self.engine.resolve(self.actor, retract.ts, keys=[decision.key or ""])
+        for ignored in resolution.ignored:
+            if ignored.event == event and ignored.fact == fact:
+                # worded as gamma explain words it, naming the level the retract counted at
+                policy = self.engine.policy
+                level = policy.authority_ladder[policy.event_rank(self.authority, self.actor.id)]
+                detail = (f"retract ignored: {ignored.code.replace('_', ' ')} ({level}):"
+                          f" {EXPLANATIONS.get(ignored.code, ignored.code)}; the fact stays")
+                return Forgotten(written, effective=False, why=ignored.code, detail=detail)
+        return Forgotten(written, effective=True)
 
     def _digest(self, body: Mapping[str, Any]) -> str:
-        seed = {"head": self.engine.head, "tenant": self.actor.tenant, "writer": self.actor.id,
-                "body": dict(body)}
+        # the log's length, not its head: the head commits to every value, other tenants'
+        # and hidden ones too, and an id derived from it would let a guess be checked
+        seed = {"position": len(self.engine), "tenant": self.actor.tenant,
+                "writer": self.actor.id, "body": dict(body)}
         return sha256_hex(compact_json(seed))[:24]
+
+    def _check_scopes(self, bodies: Sequence[Mapping[str, Any]]) -> None:
+        """An assert lands only at a scope the actor reads: its own, a parent, or ``global``."""
+        mine = self.actor.scope
+        for body in bodies:
+            scope = body.get("scope", "global")
+            if body.get("type") != "assert" or not isinstance(scope, str):
+                continue
+            if check_scope(scope) and not scope_contains(scope, mine):
+                raise WriteScopeError(
+                    f"{self.actor.id!r} writes only where it reads: scope {scope!r} does not"
+                    f" contain its scope {mine!r} (write at {mine!r}, a parent of it, or"
+                    " 'global')", field="scope",
+                )
 
     def _write(self, bodies: list[dict[str, Any]]) -> Written:
         if not self.writable:
             raise ReadOnlyError(self._read_only_reason)
+        self._check_scopes(bodies)
         for attempt in (1, 2):
             events = []
             ts = format_ts(self._write_ts())

@@ -1,10 +1,13 @@
 """``GovernedStore``: a LangGraph ``BaseStore`` whose reads are what Γ admits for one bound actor.
 
 A namespace is a scope path (``("helios", "launch")`` is the scope
-``helios/launch``; the empty namespace is ``global``), an item's key is the
-fact's key, and its value dict is stored as the fact's value, in canonical JSON
-(floats refused, as everywhere in gamma). ``put`` appends an ``assert`` written
-by the bound actor, ``delete`` a ``retract`` of the item's admitted facts;
+``helios/launch``; the empty namespace is ``global``): each label is one scope
+segment, so a label holding ``/`` (which would split the namespace) is refused
+by every op, reads as writes. An item's key is the fact's key, and its value
+dict is stored as the fact's value, in canonical JSON (floats refused, as
+everywhere in gamma). ``put`` appends an ``assert`` written by the bound actor,
+only at a namespace the actor reads (its scope, a parent, or ``()``: never
+another user's), ``delete`` a ``retract`` of the item's admitted facts;
 ``get``, ``search`` and ``list_namespaces`` see only the facts Γ admits for the
 actor at the store's clock, so a withheld item is simply absent, and the
 resolution the reads came from, reasons and all, is ``store.last_resolution``
@@ -25,40 +28,64 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    InvalidNamespaceError,
-    Item,
-    ListNamespacesOp,
-    MatchCondition,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    validate_op_namespace,
-)
-
 from gamma.core.canonical import canonical_json
 from gamma.core.decisions import Admitted
-from gamma.core.errors import ValueTypeError
+from gamma.core.errors import InputError, ValueTypeError
+from gamma.core.events import check_scope
 from gamma.core.model import Actor, Assert
 from gamma.core.resolution import Resolution
+from gamma.integrations import MissingExtraError
 from gamma.integrations.binding import Binding
 from gamma.storage.engine import Engine
 
-__all__ = ["GovernedStore", "scope_of", "namespace_of"]
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        validate_op_namespace,
+    )
+except ImportError as exc:  # the optional extra is not installed: say which one
+    raise MissingExtraError(__name__, "langgraph", exc.name) from exc
+
+__all__ = ["GovernedStore", "NamespaceError", "scope_of", "namespace_of"]
 
 GLOBAL = "global"
 
 
+class NamespaceError(InputError, InvalidNamespaceError):
+    """A namespace that is no scope path: LangGraph's error, and gamma's (field ``namespace``)."""
+
+
 def scope_of(namespace: tuple[str, ...]) -> str:
-    """The gamma scope of a namespace: its labels joined by ``/``; ``()`` is ``global``."""
+    """The gamma scope of a namespace: its labels joined by ``/``; ``()`` is ``global``.
+
+    Each label must be one scope segment (letters, digits, ``_.:-``): a ``/`` would
+    silently make two labels of one, so it is refused, as is ``("global",)`` (write
+    the global scope as ``()``) and LangGraph's reserved root ``langgraph``.
+    """
     if namespace == (GLOBAL,):
-        raise InvalidNamespaceError(
-            "the namespace ('global',) is the global scope: write it as the empty namespace ()"
+        raise NamespaceError(
+            "the namespace ('global',) is the global scope: write it as the empty namespace ()",
+            field="namespace",
         )
+    if namespace and namespace[0] == "langgraph":
+        raise NamespaceError("the root label 'langgraph' is reserved by LangGraph",
+                             field="namespace")
+    for label in namespace:
+        if not isinstance(label, str) or "/" in label or not check_scope(label):
+            raise NamespaceError(
+                f"invalid label {label!r} in namespace {namespace!r}: each label is one scope"
+                " segment of letters, digits and _.:- (no '/', no spaces)", field="namespace",
+            )
     return "/".join(namespace) if namespace else GLOBAL
 
 
@@ -67,6 +94,11 @@ def namespace_of(scope: str) -> tuple[str, ...]:
 
 
 def _encode(value: Mapping[str, Any]) -> str:
+    if not isinstance(value, Mapping):
+        raise ValueTypeError(
+            f"an item's value must be a dict of JSON values (string keys, no floats), not"
+            f" {type(value).__name__}: wrap a plain value as {{'value': ...}}", field="value",
+        )
     try:
         return canonical_json(dict(value))
     except (TypeError, ValueError) as exc:
@@ -119,6 +151,7 @@ class GovernedStore(BaseStore):
             if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp, PutOp)):
                 raise ValueError(f"unknown operation type: {type(op).__name__}")
             validate_op_namespace(op)
+            scope_of(_named(op))  # reads refuse what writes refuse
             if isinstance(op, PutOp) and op.ttl is not None:
                 raise NotImplementedError("GovernedStore keeps no TTL: facts expire by valid_until")
         reads = [op for op in ops if not isinstance(op, PutOp)]
@@ -225,6 +258,15 @@ class GovernedStore(BaseStore):
             bodies.append({**body, "fact": self.binding.new_fact_id(body)})
         if bodies:
             self.binding.write(bodies)
+
+
+def _named(op: Op) -> tuple[str, ...]:
+    """The namespace an op names: a search's prefix; a listing's conditions hold patterns."""
+    if isinstance(op, SearchOp):
+        return tuple(op.namespace_prefix)
+    if isinstance(op, (GetOp, PutOp)):
+        return tuple(op.namespace)
+    return ()
 
 
 def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
