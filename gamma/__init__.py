@@ -156,8 +156,13 @@ _LAZY = {
 def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
+        import inspect
 
         value = getattr(importlib.import_module(_LAZY[name]), name)
+        if inspect.isfunction(value):  # the face checks its arguments: a wrong type is named
+            from gamma.face import checked
+
+            value = checked(value)
         globals()[name] = value  # the next look-up is a plain attribute
         return value
     raise AttributeError(f"module 'gamma' has no attribute {name!r}")

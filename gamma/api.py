@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gamma.audit import explain as _explain
+from gamma.core.canonical import parse_ts
+from gamma.core.errors import InputError
 from gamma.core.model import Actor, Event
 from gamma.core.policy import Policy
 from gamma.scoring import findings, metrics
@@ -62,5 +64,16 @@ def explain(
 ) -> _explain.Explanation:
     """Why ``fact`` is admitted or excluded for ``actor`` at ``at``: its timeline, its
     dependency tree and the verified changes of input that would change the decision."""
+    when = _time(at)
     events, policy = events_and_policy(log, policy)
-    return _explain.explain(events, fact, actor, at, policy=policy, auditor=auditor)
+    return _explain.explain(events, fact, actor, when, policy=policy, auditor=auditor)
+
+
+def _time(at: datetime | str) -> datetime:
+    """``at`` as a time: a string that is not RFC 3339 is an input error naming the parameter."""
+    if isinstance(at, datetime):
+        return at
+    try:
+        return parse_ts(at)
+    except ValueError as exc:
+        raise InputError(str(exc), field="at") from None

@@ -216,9 +216,10 @@ class TestReplay:
         assert code == 2
 
     def test_one_log_line(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        """Replay logs one structured line on stderr with its outcome and counts."""
+        """With -v, replay logs one structured line on stderr with its outcome and counts."""
         record = audit(capsys, tmp_path / "a.json")
-        _, _, err = gamma(capsys, "replay", LOG, "--expect", record)
+        assert gamma(capsys, "replay", LOG, "--expect", record)[2] == ""
+        _, _, err = gamma(capsys, "-v", "replay", LOG, "--expect", record)
         (line,) = [json.loads(ln) for ln in err.splitlines()]
         assert line["command"] == "replay" and line["identical"] is True and line["events"] == 33
 

@@ -11,6 +11,7 @@ import pytest
 import structlog
 from click.testing import CliRunner
 
+import gamma.cli.resolve as resolve_module
 from gamma.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +76,7 @@ class TestStdin:
 
 class TestAtNow:
     def test_gamma_now_pins_now_and_is_printed(self) -> None:
-        code, out, err = gamma("resolve", LOG, "--actor", ALICE, "--at", "now",
+        code, out, err = gamma("-v", "resolve", LOG, "--actor", ALICE, "--at", "now",
                                env={"GAMMA_NOW": AT})
         assert code == 0 and f"at {AT}" in out.splitlines()[0]
         assert log_lines(err)[0]["at"] == AT
@@ -102,7 +103,19 @@ class TestLogLevels:
         code, out, err = gamma("--quiet", "resolve", LOG, "--actor", ALICE, "--at", AT)
         assert code == 0 and out and err == ""
 
+    def test_no_log_line_unless_asked(self) -> None:
+        """A success or a refusal writes no structured line unless -v or GAMMA_LOG_LEVEL asks."""
+        assert gamma("resolve", LOG, "--actor", ALICE, "--at", AT)[2] == ""
+        code, _, err = gamma("verify", ROOT / "missing.jsonl")
+        assert code == 2 and err.startswith("Error: ") and len(err.splitlines()) == 1
+        for flag in ("-v", "--verbose"):
+            (line,) = log_lines(gamma(flag, "resolve", LOG, "--actor", ALICE, "--at", AT)[2])
+            assert line["command"] == "resolve" and line["outcome"] == "ok"
+        code, _, err = gamma("-q", "-v", "resolve", LOG, "--actor", ALICE, "--at", AT)
+        assert code == 2 and "--quiet or --verbose" in err
+
     def test_level_from_env(self) -> None:
+        """GAMMA_LOG_LEVEL asks for the line, at least at that level."""
         assert log_lines(gamma("verify", LOG, env={"GAMMA_LOG_LEVEL": "info"})[2])
         assert gamma("verify", LOG, env={"GAMMA_LOG_LEVEL": "warning"})[2] == ""
         assert gamma("verify", LOG, env={"GAMMA_LOG_LEVEL": "off"})[2] == ""
@@ -207,3 +220,59 @@ class TestOutsideTheCheckout:
         want = gamma("score", responses, "--log", LOG, "--json")[1]
         assert gamma("score", "-", "--log", LOG, "--json", input=responses.read_bytes())[1] == want
         assert gamma("score", responses, "--log", "-", "--json", input=LOG.read_bytes())[1] == want
+
+
+class TestHonest:
+    """Names that occur nowhere in the log are said so; each flag's error names that flag."""
+
+    def test_unknown_tenant_and_key_are_warned(self) -> None:
+        stranger = '{"id": "bob", "tenant": "nobody"}'
+        code, out, err = gamma("resolve", LOG, "--actor", stranger, "--at", AT, "--format",
+                               "context", "--key", "discount", "--key", "no_such_key")
+        assert code == 0 and out.startswith("# Authorized state for bob")
+        assert err.splitlines() == [
+            "Warning: tenant 'nobody' occurs nowhere in the log: nothing is admitted to its actors",
+            "Warning: key 'no_such_key' occurs nowhere in the log",
+        ]
+        assert gamma("resolve", LOG, "--actor", ALICE, "--at", AT)[2] == ""  # known: silent
+
+    def test_explain_of_an_unknown_fact_exits_2(self) -> None:
+        code, out, err = gamma("explain", LOG, "F99", "--actor", ALICE, "--at", AT)
+        assert (code, out, err) == (2, "", "Error: FACT: no fact 'F99' in the log\n")
+        assert gamma("explain", LOG, "F1", "--actor", ALICE, "--at", AT)[0] == 0
+
+    def test_report_flags_name_themselves(self, tmp_path: Path) -> None:
+        base = ("report", LOG, "--actor", ALICE, "--at", AT)
+        code, _, err = gamma(*base, "--compare", "soon", "--out", tmp_path / "r.html")
+        assert code == 2 and err.startswith("Error: --compare: not an RFC 3339") and "--at" not in err
+        code, _, err = gamma(*base, "--out", tmp_path / "missing" / "r.html")
+        assert (code, err) == (2, f"Error: --out: no such folder {str(tmp_path / 'missing')!r}\n")
+        assert list(tmp_path.iterdir()) == []
+
+    def test_review_is_quiet_unless_asked(self, tmp_path: Path) -> None:
+        actors = tmp_path / "actors.jsonl"
+        actors.write_text(ALICE.read_text().replace("\n", " ") + "\n"
+                          + '{"id": "z", "tenant": "nobody"}\n')  # fmt: skip
+        args = ("review", LOG, "--actors", actors, "--at", AT, "--out", tmp_path / "out")
+        code, out, err = gamma(*args)
+        assert code == 0 and out.startswith("reviewed 2 actors")
+        assert err == "Warning: tenant 'nobody' occurs nowhere in the log: nothing is admitted to its actors\n"
+        lines = log_lines(gamma("-v", *args)[2])
+        assert [x.get("tenant") for x in lines if x["event"] == "tenant"] == ["acme", "nobody"]
+        assert [x["command"] for x in lines if x["event"] == "command"] == ["review"]
+        assert log_lines(gamma("-q", *args)[2]) == []
+        code, _, err = gamma("review", LOG, "--actors", actors, "--at", AT, "--out", actors / "x")
+        assert code == 2 and err.startswith("Error: --out: cannot make the folder")
+        code, _, err = gamma(*args, "--since", "later")
+        assert code == 2 and err.startswith("Error: --since: ")
+
+    def test_an_unexpected_exception_is_one_line(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The backstop: a bug is one line naming its type and place, exit 4, no traceback."""
+        def broken(*args: object, **kwargs: object) -> None:
+            raise KeyError("boom")
+
+        monkeypatch.setattr(resolve_module, "resolve", broken)
+        code, out, err = gamma("resolve", LOG, "--actor", ALICE, "--at", AT)
+        assert (code, out) == (4, "") and "Traceback" not in err
+        assert err.startswith("Error: internal error, please report it: KeyError at ")
+        assert "in broken: 'boom'" in err and len(err.splitlines()) == 1

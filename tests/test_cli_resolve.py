@@ -93,9 +93,15 @@ class TestOutputs:
             "# Authorized state for alice (tenant acme, scope helios/launch) at 2026-03-02T10:00:00Z\n"
         )
 
-    def test_one_structured_log_line_on_stderr(self) -> None:
-        """stderr holds exactly one structlog JSON line for the command, with its outcome and digest."""
+    def test_quiet_on_success(self) -> None:
+        """A success writes nothing on stderr unless the log is asked for (issue 32)."""
         done = cached("resolve", str(ACME), "--actor", str(ALICE), "--at", AT, "--format", "json")
+        assert done.returncode == 0 and done.stderr == b""
+
+    def test_one_structured_log_line_on_stderr(self) -> None:
+        """With -v, stderr holds exactly one structlog JSON line for the command, with its
+        outcome and digest."""
+        done = cached("-v", "resolve", str(ACME), "--actor", str(ALICE), "--at", AT, "--format", "json")
         lines = done.stderr.decode("utf-8").splitlines()
         assert len(lines) == 1, lines
         record = json.loads(lines[0])
@@ -269,9 +275,11 @@ class TestInputErrors:
         assert any(line.startswith("Error: log.jsonl") for line in err.splitlines()), err
 
     def test_error_logs_one_structured_line(self, workdir: Path) -> None:
-        """An input error still logs exactly one structured line, with the error type as outcome."""
+        """With -v, an input error still logs exactly one structured line, with the error type
+        as outcome (without it, only the one Error: line)."""
         write(workdir / "log.jsonl", "{oops\n")
         done = gamma(
+            "-v",
             "resolve",
             "log.jsonl",
             "--actor",

@@ -6,6 +6,7 @@ text for people and JUnit XML for CI, and the exit status.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import xml.etree.ElementTree as ET
@@ -18,6 +19,7 @@ import click
 
 from gamma.cli import exit_with
 from gamma.cli.logs import command
+from gamma.cli.options import output_path
 from gamma.cli.score import render_score
 from gamma.conformance.cases import SUITES, load_cases
 from gamma.conformance.readers import READERS
@@ -57,6 +59,10 @@ def conformance_command(
     """
     if system is not None and reader is not None:
         raise click.UsageError("give --system or --reader, not both")
+    if not math.isfinite(timeout):
+        raise click.BadParameter("must be a finite number of seconds", param_hint="'--timeout'")
+    if junit is not None:
+        output_path(junit, flag="--junit")
     paths = paths or (str(corpus_dir()),)
     with command("conformance", paths=list(paths), suite=suite, reader=reader,
                  system=system) as record:

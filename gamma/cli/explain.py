@@ -3,22 +3,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from gamma.audit.explain import explain
 from gamma.audit.report import report
+from gamma.cli import warn
 from gamma.cli.logs import command
 from gamma.cli.options import (
     actor_option,
     at_option,
     log_argument,
+    output_path,
     policy_option,
     read_actor,
     read_at,
     read_policy,
+    unknown_names,
+    write_output,
 )
+from gamma.core.errors import InputError
 from gamma.storage.sources import events_and_policy
 
 __all__ = ["explain_command", "report_command"]
@@ -44,6 +47,10 @@ def explain_command(
         at_ts = read_at(at)
         events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)
+        if unknown_names(events, facts=[fact]):  # nothing to explain: not an empty timeline
+            raise InputError(f"no fact {fact!r} in the log", source="FACT")
+        for problem in unknown_names(events, tenant=who.tenant):
+            warn(problem)
         result = explain(events, fact, who, at_ts, policy=policy, auditor=auditor)
         click.echo(result.to_json() if fmt == "json" else result.render(), nl=fmt == "json")
         record.update(decision=result.decision, codes=list(result.codes))
@@ -63,9 +70,13 @@ def report_command(
     """Write one self-contained HTML audit report of LOG for an actor at a time."""
     with command("report", log=log, out=out, auditor=auditor) as record:
         at_ts = read_at(at)
-        compare_ts = read_at(compare) if compare is not None else None
+        compare_ts = read_at(compare, flag="--compare") if compare is not None else None
+        output_path(out, flag="--out")  # before the work: the page would have nowhere to go
         events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)
+        for problem in unknown_names(events, tenant=who.tenant):
+            warn(problem)
         page = report(events, who, at_ts, policy=policy, auditor=auditor, compare=compare_ts)
-        Path(out).write_text(page, encoding="utf-8")
-        record.update(bytes=len(page.encode("utf-8")))
+        data = page.encode("utf-8")
+        write_output(out, data, flag="--out")
+        record.update(bytes=len(data))

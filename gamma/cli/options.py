@@ -25,7 +25,7 @@ from gamma.core.events import (
     parse_actor,
     parse_events,
 )
-from gamma.core.model import Actor, Event
+from gamma.core.model import Actor, Assert, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
 from gamma.core.strictjson import decode_json
 from gamma.data import POLICY_NAMES, policy_by_name
@@ -49,6 +49,9 @@ __all__ = [
     "read_policy",
     "read_stdin",
     "read_text",
+    "output_path",
+    "unknown_names",
+    "write_output",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -190,9 +193,10 @@ def read_actor(text: str, policy: Policy) -> Actor:
     return parse_actor(obj, policy=policy, source=source)
 
 
-def read_at(text: str) -> datetime:
-    """``--at``: an RFC 3339 time, or ``now`` (``GAMMA_NOW`` when set, else the clock, in UTC)."""
-    source = "--at"
+def read_at(text: str, *, flag: str = "--at") -> datetime:
+    """``--at`` (or the time option ``flag``): an RFC 3339 time, or ``now`` (``GAMMA_NOW`` when
+    set, else the clock, in UTC)."""
+    source = flag
     if text == "now":
         pinned = os.environ.get(NOW_ENV)
         if pinned is None:
@@ -202,3 +206,47 @@ def read_at(text: str) -> datetime:
         return parse_ts(text)
     except ValueError as exc:
         raise InputError(str(exc), source=source) from None
+
+
+def write_output(path: str, data: str | bytes, *, flag: str) -> None:
+    """Write a command's output file; a folder that is missing or unwritable is an input error
+    naming the flag, never a traceback."""
+    target = Path(path)
+    try:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        target.write_bytes(data)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if not target.parent.is_dir():
+            reason = f"no such folder {str(target.parent)!r}"
+        raise InputError(f"cannot write {path}: {reason}", source=flag) from None
+
+
+def output_path(path: str, *, flag: str) -> None:
+    """Refuse, before any work, an output file that has nowhere to go: its folder is missing
+    (or is a file), or the path is a folder."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise InputError(f"no such folder {str(target.parent)!r}", source=flag)
+    if target.is_dir():
+        raise InputError(f"{path} is a folder: name a file", source=flag)
+
+
+def unknown_names(
+    events: Sequence[Event], *, tenant: str | None = None, keys: Sequence[str] = (),
+    facts: Sequence[str] = (),
+) -> list[str]:
+    """What a command line named that occurs nowhere in the log, one sentence each (in the
+    order named): an empty result for such a name is honest, but rarely what was meant. A
+    known tenant is found at its first event; keys and facts are read only when named."""
+    found = []
+    if tenant is not None and not any(event.tenant == tenant for event in events):
+        found.append(f"tenant {tenant!r} occurs nowhere in the log: nothing is admitted to its actors")
+    if keys:
+        known = {event.key for event in events if isinstance(event, Assert)}
+        found += [f"key {k!r} occurs nowhere in the log" for k in dict.fromkeys(keys) if k not in known]
+    if facts:
+        known = {event.fact for event in events if isinstance(event, Assert)}
+        found += [f"fact {f!r} occurs nowhere in the log" for f in dict.fromkeys(facts) if f not in known]
+    return found

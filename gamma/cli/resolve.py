@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import click
 
+from gamma.cli import warn
 from gamma.cli.logs import command
 from gamma.cli.options import (
     actor_option,
     at_option,
     log_argument,
     one_stdin,
+    output_path,
     policy_option,
     read_actor,
     read_at,
     read_log,
     read_policy,
+    unknown_names,
 )
 from gamma.core.canonical import format_ts
 from gamma.core.collector import collector_paused
@@ -63,6 +66,8 @@ def resolve_command(
     with command("resolve", log=log, format=fmt) as record, collector_paused():
         one_stdin(("LOG", log), ("--actor", actor))
         at_ts = read_at(at)
+        if audit_path is not None:
+            output_path(audit_path, flag="--audit")
         events, policy = read_log(
             log, read_policy(policy_path) if policy_path else None, resolve_at=at_ts
         )
@@ -74,6 +79,8 @@ def resolve_command(
             write_audit(audit_path, resolution, events)
         if keys and fmt != "context":
             raise click.UsageError("--key applies to --format context only")
+        for problem in unknown_names(events, tenant=who.tenant, keys=keys):
+            warn(problem)
         count = len(events)
         del events  # the resolution holds what its output needs: the log's memory is free for it
         if fmt == "json":  # bytes, as encoded: a large record is not copied again as text

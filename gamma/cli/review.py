@@ -6,9 +6,11 @@ Exit 0 when every tenant's review was written, 1 when a tenant's job failed
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,33 +18,36 @@ import click
 import structlog
 
 from gamma.audit.replay import read_audit
-from gamma.cli import exit_with
+from gamma.cli import exit_with, quiet, verbose, warn
 from gamma.cli.audit import replay_command as single
 from gamma.cli.logs import command
-from gamma.cli.options import log_argument, policy_option, read_at, read_policy
+from gamma.cli.options import log_argument, policy_option, read_at, read_policy, read_text
 from gamma.core.errors import InputError
 from gamma.core.events import parse_actor
 from gamma.core.model import Actor
 from gamma.core.policy import Policy
+from gamma.core.strictjson import decode_json
 from gamma.review.run import Executor, Failure, Outcome, pool, run_replays, run_review, serial
 from gamma.review.spool import open_source
 from gamma.review.tasks import ReviewTask
 
 __all__ = ["review_command", "replay_command", "executor_for"]
 
+#: The most --workers: processes beyond this many only queue (and the OS refuses far more).
+MAX_WORKERS = 256
+
 
 def read_actors(path: str, policy: Policy) -> list[Actor]:
-    """One actor object per line (blank lines skipped)."""
+    """One actor object per line (blank lines skipped); at least one."""
+    text, source = read_text(path, "--actors")
     actors: list[Actor] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except ValueError as exc:
-                raise InputError(f"not JSON: {exc}", source=path, line=number) from None
-            actors.append(parse_actor(obj, policy=policy, source=f"{path}:{number}"))
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        obj = decode_json(line, source=source, line=number)
+        actors.append(parse_actor(obj, policy=policy, source=f"{source}:{number}"))
+    if not actors:
+        raise InputError("no actors: expected one JSON object per line", source=source)
     return actors
 
 
@@ -70,7 +75,7 @@ def scheduler_options(func: Any) -> Any:
         help="Run on a Dask cluster (tcp://host:8786); needs gamma[dask].",
     )(func)  # fmt: skip
     return click.option(
-        "--workers", type=click.IntRange(min=1), default=None, metavar="N",
+        "--workers", type=click.IntRange(min=1, max=MAX_WORKERS), default=None, metavar="N",
         help="Run on a process pool of N workers on this machine (default: serial).",
     )(func)  # fmt: skip
 
@@ -100,35 +105,24 @@ def review_command(
     """
     with command("review", log=log, out=out) as record:
         at_ts = read_at(at)
-        since_ts = read_at(since) if since is not None else None
+        since_ts = read_at(since, flag="--since") if since is not None else None
         source = open_source(log, read_policy(policy_path) if policy_path else None)
         actors = read_actors(actors_path, source.policy)
+        _check_folder(out)
         executor, client = executor_for(workers, scheduler)
         tenants = len({a.tenant for a in actors})
-        started = time.perf_counter()
-        log_line = structlog.get_logger("gamma")
+        events: dict[str, int] = {}  # tenant -> its events, as each tenant's job ends
+        progress = _progress(tenants) if not quiet() else None
         try:
-            if sys.stderr.isatty():
-                with click.progressbar(length=tenants, label="tenants", file=sys.stderr) as bar:
-                    done_events = [0]
+            with progress or contextlib.nullcontext() as show:
 
-                    def tick(task: ReviewTask, outcome: Outcome) -> None:
-                        done_events[0] += task.ship.events
-                        rate = done_events[0] / max(time.perf_counter() - started, 1e-9)
-                        bar.label = f"tenants ({rate:,.0f} events/s)"
-                        bar.update(1)
-
-                    summary = run_review(source, actors, at_ts, None, out, since=since_ts,
-                                         executor=executor, on_done=tick)  # fmt: skip
-            else:
-
-                def line(task: ReviewTask, outcome: Outcome) -> None:
-                    failed = isinstance(outcome, Failure)
-                    log_line.info("tenant", tenant=task.tenant, events=task.ship.events,
-                                  actors=len(task.actors), failed=failed)  # fmt: skip
+                def done(task: ReviewTask, outcome: Outcome) -> None:
+                    events[task.tenant] = task.ship.events
+                    if show is not None:
+                        show(task, outcome)
 
                 summary = run_review(source, actors, at_ts, None, out, since=since_ts,
-                                     executor=executor, on_done=line)  # fmt: skip
+                                     executor=executor, on_done=done)  # fmt: skip
         finally:
             if client is not None:
                 client.close()
@@ -136,12 +130,55 @@ def review_command(
                 source.store.close()
         record.update(events=summary["events"], actors=len(actors), tenants=tenants,
                       failed=len(summary["failed"]))  # fmt: skip
+        for tenant in sorted(t for t, n in events.items() if n == 0):
+            warn(f"tenant {tenant!r} occurs nowhere in the log: nothing is admitted to its actors")
         for failure in summary["failed"]:
             click.echo(f"failed: tenant {failure['tenant']}: {failure['error']}", err=True)
         click.echo(f"reviewed {len(actors)} actors in {tenants - len(summary['failed'])}"
                    f" of {tenants} tenants; wrote {out}")  # fmt: skip
         if summary["failed"]:
             exit_with(1)
+
+
+Progress = Callable[[ReviewTask, Outcome], None]
+
+
+def _check_folder(out: str) -> None:
+    """``--out``: a folder, or one that can be made (its nearest existing ancestor is a folder);
+    checked before the work, so a path through a file is an input error naming the flag."""
+    path = Path(out).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir():
+        raise InputError(f"cannot make the folder {out}: {str(path)!r} is a file", source="--out")
+
+
+@contextlib.contextmanager
+def _progress(tenants: int) -> Iterator[Progress | None]:
+    """Each tenant's end as progress: a bar on a terminal, a log line when the log was asked
+    for (``-v``), else nothing (a success writes no structured line unasked)."""
+    started = time.perf_counter()
+    if sys.stderr.isatty():
+        with click.progressbar(length=tenants, label="tenants", file=sys.stderr) as bar:
+            seen = [0]
+
+            def tick(task: ReviewTask, outcome: Outcome) -> None:
+                seen[0] += task.ship.events
+                rate = seen[0] / max(time.perf_counter() - started, 1e-9)
+                bar.label = f"tenants ({rate:,.0f} events/s)"
+                bar.update(1)
+
+            yield tick
+    elif verbose():
+        log_line = structlog.get_logger("gamma")
+
+        def line(task: ReviewTask, outcome: Outcome) -> None:
+            log_line.info("tenant", tenant=task.tenant, events=task.ship.events,
+                          actors=len(task.actors), failed=isinstance(outcome, Failure))  # fmt: skip
+
+        yield line
+    else:
+        yield None
 
 
 def _records_replay(log: str, records_dir: str, policy_path: str | None,
@@ -205,7 +242,7 @@ def _replay_with_records() -> click.Command:
         click.Option(["--records", "records_dir"], type=click.Path(file_okay=False),
                      metavar="DIR", default=None,
                      help="Replay every *.json audit record in DIR, by tenant."),
-        click.Option(["--workers"], type=click.IntRange(min=1), default=None, metavar="N",
+        click.Option(["--workers"], type=click.IntRange(min=1, max=MAX_WORKERS), default=None, metavar="N",
                      help="With --records: a process pool of N workers."),
         click.Option(["--scheduler"], default=None, metavar="ADDRESS",
                      help="With --records: a Dask cluster (needs gamma[dask])."),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -113,6 +114,8 @@ def score_command(responses: str, log: str, policy_path: str | None, as_json: bo
 def _responses(path: str) -> str | list[dict[str, Any]]:
     """RESPONSES: a JSONL path for the scorer to read, or the objects read from stdin (-)."""
     if path != "-":
+        if Path(path).is_file() and Path(path).stat().st_size == 0:  # a score of nothing: 0/0
+            raise InputError("no responses: the file is empty", source=path)
         return path
     text, source = read_text(path, "RESPONSES")
     found = []
@@ -122,6 +125,8 @@ def _responses(path: str) -> str | list[dict[str, Any]]:
             if not isinstance(obj, dict):
                 raise InputError("expected a JSON object", source=source, line=number)
             found.append(obj)
+    if not found:
+        raise InputError("no responses: standard input is empty", source=source)
     return found
 
 
