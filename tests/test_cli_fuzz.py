@@ -100,8 +100,6 @@ LEGIT: dict[tuple[str, str, str], str] = {
 #: Refusals that fail today in files this test's owner does not own, each with its owner: they
 #: are reported, not hidden; remove a line when its fix lands (the test then holds it).
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("import statebench", "timelines", "empty"): "gamma/cli/importer.py: an empty file imports nothing, exit 0",
-    ("import statebench", "out_dir", "binary/x"): "gamma/cli/importer.py: --out through a file, NotADirectoryError",
     ("review", "log", "binary"): "gamma/review/run.py: makes --out/tenants before the log is read",
     ("review", "log", "truncated"): "gamma/review/run.py: makes --out/tenants before the log is read",
 }  # fmt: skip

@@ -38,6 +38,8 @@ class Run:
 
 
 def gamma(*args: str, input: bytes | str | None = None, env: dict[str, str] | None = None) -> Run:
+    """Run the CLI in process, its structured log line asked for (``log_line`` reads it)."""
+    env = {"GAMMA_LOG_LEVEL": "info", **(env or {})}
     runner = CliRunner()
     code = 0
     with runner.isolation(input=input, env=env) as (out, err, _):

@@ -370,8 +370,13 @@ def _import_file(path: str | Path, out_dir: str | Path) -> ImportReport:
             outputs.append((f"{case['id']}.json", _dump_case(case)))
             records.append(_dump_line(record))
             kinds.update(item["kind"] for item in record["items"])
+    if not timelines:
+        raise StatebenchError("no timelines: the file holds no JSON line", line=1)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StatebenchError(f"cannot make the output folder {str(out)!r}: {exc.strerror}") from None
     for name, data in outputs:
         (out / name).write_bytes(data)
     (out / "unmapped.jsonl").write_bytes(b"".join(records))
