@@ -27,6 +27,7 @@ from gamma.core.events import parse_actor
 from gamma.core.model import Actor
 from gamma.core.policy import Policy
 from gamma.core.strictjson import decode_json
+from gamma.integrations import install_hint
 from gamma.review.run import Executor, Failure, Outcome, pool, run_replays, run_review, serial
 from gamma.review.spool import open_source
 from gamma.review.tasks import ReviewTask
@@ -61,7 +62,7 @@ def executor_for(workers: int | None, scheduler: str | None) -> tuple[Executor, 
 
             from gamma.review.on_dask import dask
         except ImportError:
-            raise click.UsageError("--scheduler needs Dask: pip install 'gamma[dask]'") from None
+            raise click.UsageError(f"--scheduler needs Dask: {install_hint('dask')}") from None
         client = Client(scheduler)  # type: ignore[no-untyped-call]
         return dask(client), client
     if workers is None or workers <= 1:
@@ -72,7 +73,7 @@ def executor_for(workers: int | None, scheduler: str | None) -> tuple[Executor, 
 def scheduler_options(func: Any) -> Any:
     func = click.option(
         "--scheduler", default=None, metavar="ADDRESS",
-        help="Run on a Dask cluster (tcp://host:8786); needs gamma[dask].",
+        help="Run on a Dask cluster (tcp://host:8786; needs the dask extra).",
     )(func)  # fmt: skip
     return click.option(
         "--workers", type=click.IntRange(min=1, max=MAX_WORKERS), default=None, metavar="N",
@@ -245,7 +246,7 @@ def _replay_with_records() -> click.Command:
         click.Option(["--workers"], type=click.IntRange(min=1, max=MAX_WORKERS), default=None, metavar="N",
                      help="With --records: a process pool of N workers."),
         click.Option(["--scheduler"], default=None, metavar="ADDRESS",
-                     help="With --records: a Dask cluster (needs gamma[dask])."),
+                     help="With --records: a Dask cluster (needs the dask extra)."),
     ]  # fmt: skip
     help_text = (single.help or "") + (
         "\n\nWith --records DIR, replays every audit record in DIR, partitioned by"

@@ -26,8 +26,13 @@ __all__ = [
 #: The named policies, in the order ``gamma policies`` lists them.
 POLICY_NAMES: tuple[str, ...] = ("default", "strict", "recheck", "multivalue")
 
-#: The JSON Schemas (draft 2020-12) of the files a user writes: ``case`` is a case file.
-SCHEMAS: tuple[str, ...] = ("case",)
+#: The JSON Schemas (draft 2020-12): ``case`` of the case files a user writes, the others of
+#: gamma's JSON outputs (SPEC §17 names the output each describes).
+SCHEMAS: tuple[str, ...] = (
+    "append", "audit-diff", "audit-record", "case", "checkpoint", "conformance", "explanation",
+    "mcp-results", "proof", "replay", "resolution", "review-line", "review-summary", "score",
+    "validation", "verify",
+)
 
 
 def _root() -> Path:
@@ -63,7 +68,7 @@ def named_policies() -> tuple[tuple[str, Policy], ...]:
 
 
 def schema_file(name: str) -> Path:
-    """The JSON Schema of a file kind in :data:`SCHEMAS` (``case``: a conformance case)."""
+    """The JSON Schema named ``name`` in :data:`SCHEMAS` (``case``: a conformance case)."""
     if name not in SCHEMAS:
         raise ValueError(f"no schema named {name!r}; the schemas are {', '.join(SCHEMAS)}")
     return _root() / "schemas" / f"{name}.schema.json"
