@@ -55,6 +55,7 @@ BASE: dict[str, list[str]] = {
     "init": ["init", "{new_store}", "--policy", "strict"],
     "keygen": ["keygen", "--out", "{out_prefix}"],
     "log": ["log", "{log}", "--tenant", "acme", "--since", T0, "--until", AT],
+    "migrate": ["migrate", "{store}"],
     "mcp": ["mcp", "{log}", "--actor", "{actor}"],
     "policies": ["policies", "--json"],
     "prove consistency": ["prove", "consistency", "{store}", "--from", "1", "--to", "2"],

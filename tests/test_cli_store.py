@@ -17,7 +17,9 @@ from gamma.cli import main
 from gamma.core.canonical import canonical_json
 from gamma.core.chain import GENESIS_HEX, step
 from gamma.core.events import canonical_event, parse_events
+from gamma.core.merkle import CompactRange
 from gamma.core.policy import DEFAULT_POLICY
+from gamma.storage.tree import tree_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "a key of thirty-two bytes, ok!!!"
@@ -284,6 +286,13 @@ class TestKeyed:
                 [body, prev.hex(), head.hex(), position],
             )
             prev = head
+        # and the tree over the new bodies: what an unkeyed verify computes all matches
+        for trigger in ("tree_no_delete", "tree_in_order", "tree_no_replace"):
+            conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+        conn.execute("DELETE FROM tree")
+        bodies = [r[0] for r in conn.execute("SELECT body FROM events ORDER BY position")]
+        for row in tree_rows(CompactRange(), bodies):
+            conn.execute("INSERT INTO tree (position, hashes) VALUES (?, ?)", row)
         conn.close()
         assert gamma("verify", str(target)).code == 0
         keyed = gamma("verify", str(target), env={"GAMMA_CHAIN_KEY": KEY})

@@ -22,6 +22,7 @@ from gamma.core.chain import GENESIS_HEX, head_of
 from gamma.core.errors import (
     DuplicateIdError,
     InputError,
+    IntegrityError,
     JSONSyntaxError,
     StoreBusyError,
     StoreError,
@@ -31,7 +32,16 @@ from gamma.core.errors import (
 )
 from gamma.core.events import canonical_event, parse_events
 from gamma.core.policy import DEFAULT_POLICY, parse_policy
-from gamma.storage.migrations import LATEST, MIGRATIONS, TABLES, Migration, current_version, migrate
+from gamma.storage.migrations import (
+    LATEST,
+    MIGRATIONS,
+    TABLES,
+    Migration,
+    current_version,
+    migrate,
+    schema_rows,
+)
+from gamma.storage.seal import SEAL, STORE_KEYED_SEAL, STORE_SEAL, seal_rows, store_seals
 from gamma.storage.sources import open_log
 from gamma.storage.store import Store
 from gamma.storage.verify import verify_file
@@ -614,57 +624,178 @@ class TestPolicySeal:
         _rewrite_meta(path, "policy", canonical_json(self.OTHER.to_dict()))
         _rewrite_meta(path, "policy_digest", self.OTHER.digest)
         with Store.open(path) as opened:
-            assert opened.verify().kind == "policy_changed"
-            assert opened.verify(expect_head=opened.head()).kind == "policy_changed"
+            assert opened.verify().kind == "metadata_changed"
+            assert opened.verify(expect_head=opened.head()).kind == "metadata_changed"
+            assert "store_meta" in (opened.verify().detail or "")
 
     def test_a_forged_seal_is_caught_by_the_key_or_the_expected_policy(self, path: Path) -> None:
         """Whoever recomputes the plain seal is caught by the keyed seal, or by --expect-policy."""
-        from gamma.storage.seal import SEAL, seal_rows
-
-        with Store.init(path, key=KEY) as created:
-            created.append(sample())
-            meta = created._read_meta()
+        meta, schema = _keyed_store(path)
         forged = {**meta, "policy": canonical_json(self.OTHER.to_dict()), "policy_digest": self.OTHER.digest}
         for name in ("policy", "policy_digest"):
             _rewrite_meta(path, name, forged[name])
-        _rewrite_meta(path, SEAL, seal_rows(forged, None)[SEAL])
-        with Store.open(path) as opened:
+        _rewrite_meta(path, STORE_SEAL, store_seals(forged, schema, None)[STORE_SEAL])
+        with Store.open(path, read_only=True) as opened:
             assert opened.verify().ok  # without the key or a held digest, nothing to compare with
-            assert opened.verify(key=KEY).kind == "policy_changed"
+            assert opened.verify(key=KEY).kind == "metadata_changed"
             report = opened.verify(expect_policy=DEFAULT_POLICY.digest)
             assert report.kind == "policy_changed" and DEFAULT_POLICY.digest in (report.detail or "")
             assert opened.verify(expect_policy=self.OTHER.digest).ok
+        _refused_to_extend(path)
 
-    def test_migration_seals_an_old_store(self, tmp_path: Path) -> None:
-        """A schema-2 store gains the REPLACE triggers and the seal, and its keyed seal at the
-        first keyed append; its events, heads and tree are untouched."""
-        from sqlite_utils import Database
-
-        from gamma.storage.seal import KEYED_SEAL, SEAL
-
+    def test_migration_seals_an_old_store_and_its_keyed_seal_is_explicit(self, tmp_path: Path) -> None:
+        """A schema-2 keyed store gains the REPLACE triggers and the plain seal when a writer
+        opens it; its keyed seal only from an explicit ``seal`` naming the policy it vouches
+        for. Until then it neither verifies with the key nor takes an append."""
         old = tmp_path / "old.db"
-        conn = sqlite3.connect(old, isolation_level=None)
-        db = Database(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        migrate(db, migrations=MIGRATIONS[:2])
-        meta = {"format": "gamma-store", "policy": canonical_json(DEFAULT_POLICY.to_dict()),
-                "policy_digest": DEFAULT_POLICY.digest, "keyed": "true"}
-        from gamma.storage.store import _key_check
-
-        meta["key_check"] = _key_check(KEY)
-        db.table("store_meta").insert_all([{"name": k, "value": v} for k, v in sorted(meta.items())])
-        conn.execute("COMMIT")
-        conn.execute("PRAGMA journal_mode=wal")
-        conn.close()
+        _schema_2_store(old, keyed=True)
+        with Store.open(old, read_only=True) as opened:  # read as it is, not migrated
+            assert current_version(opened._db) == 2 and opened.verify().ok
+            assert opened.verify(key=KEY).kind == "metadata_changed"
         with Store.open(old, key=KEY) as opened:
             assert current_version(opened._db) == LATEST
-            assert SEAL in opened._read_meta() and KEYED_SEAL not in opened._read_meta()
+            assert STORE_SEAL in opened._read_meta() and STORE_KEYED_SEAL not in opened._read_meta()
+            assert opened.verify().kind == "metadata_changed"  # the writer's key is the default
+            with pytest.raises(IntegrityError, match="store_keyed_seal"):
+                opened.append(sample())
+            with pytest.raises(IntegrityError, match="not the expected"):
+                opened.seal(expect_policy=self.OTHER.digest)
+            assert STORE_KEYED_SEAL not in opened._read_meta() and len(opened) == 0
+        with Store.open(old, key=KEY) as opened:
+            opened.seal(expect_policy=DEFAULT_POLICY.digest)
             opened.append(sample())
-            assert KEYED_SEAL in opened._read_meta()
-            assert opened.verify(key=KEY).ok
+            assert opened.verify(key=KEY).ok and len(opened) == 5
             assert opened.head() == head_of(opened.export())
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             sqlite3.connect(old).execute("REPLACE INTO store_meta VALUES ('policy_digest', 'x')")
+
+    def test_a_migration_refuses_to_seal_a_changed_policy(self, tmp_path: Path) -> None:
+        """A schema-3 store whose policy no longer matches its seal is not migrated (sealed)."""
+        old = tmp_path / "old.db"
+        _schema_2_store(old, keyed=False, upto=3)
+        _rewrite_meta(old, "policy", canonical_json(self.OTHER.to_dict()))
+        _rewrite_meta(old, "policy_digest", self.OTHER.digest)
+        with pytest.raises(IntegrityError, match="refusing to migrate"):
+            Store.open(old)
+        with Store.open(old, read_only=True) as opened:
+            assert opened.verify().kind == "metadata_changed"
+
+
+def _keyed_store(path: Path) -> tuple[dict[str, str], list[tuple[int, str]]]:
+    """A keyed store with the sample; its metadata and schema rows."""
+    with Store.init(path, key=KEY) as created:
+        created.append(sample())
+        return created._read_meta(), schema_rows(created._db)
+
+
+def _schema_2_store(path: Path, *, keyed: bool, upto: int = 2) -> None:
+    """A store as gamma wrote it at schema ``upto`` (no seal at 2, the policy seal at 3)."""
+    from sqlite_utils import Database
+
+    from gamma.storage.store import _key_check
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    db = Database(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    migrate(db, migrations=MIGRATIONS[:2])
+    meta = {"format": "gamma-store", "policy": canonical_json(DEFAULT_POLICY.to_dict()),
+            "policy_digest": DEFAULT_POLICY.digest, "keyed": "true" if keyed else "false"}
+    if keyed:
+        meta["key_check"] = _key_check(KEY)
+    db.table("store_meta").insert_all([{"name": k, "value": v} for k, v in sorted(meta.items())])
+    migrate(db, migrations=MIGRATIONS[:upto])
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA journal_mode=wal")
+    conn.close()
+
+
+def _refused_to_extend(path: Path) -> None:
+    """The honest key holder's next append is refused (or the store not even migrated by its
+    writer) and nothing is stored."""
+    def keyed(reader: Store) -> tuple[int, str | None]:
+        return len(reader), reader._read_meta().get(STORE_KEYED_SEAL)
+
+    with Store.open(path, read_only=True) as reader:
+        before = keyed(reader)
+    with pytest.raises(IntegrityError, match="does not verify|refusing to migrate"):
+        with Store.open(path, key=KEY) as opened:
+            opened.append(lines(A("F9", "k9", "v9", id="e99", ts="2026-03-02T00:00:00Z")))
+    with Store.open(path, read_only=True) as reader:  # a migration may add plain seals, no more
+        assert keyed(reader) == before and reader.verify(key=KEY).kind == "metadata_changed"
+
+
+class TestKeyedSealAttacks:
+    """Issue 26 part 2: the key holder is honest, the attacker edits the file. Whatever they
+    do to the metadata, verify with the key fails and the next honest append is refused."""
+
+    OTHER = TestPolicySeal.OTHER
+
+    def forge(self, path: Path, *, drop: tuple[str, ...], versions: int | None = None,
+              unkeyed: bool = False) -> None:
+        """Rewrite the policy (and the keyed flag), drop rows, lower the schema version, and
+        recompute every plain seal the store still shows, as an attacker without the key."""
+        conn = sqlite3.connect(path, isolation_level=None)
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            conn.execute(f"DROP TRIGGER {name}")
+        meta = {str(k): str(v) for k, v in conn.execute("SELECT name, value FROM store_meta")}
+        meta.update(policy=canonical_json(self.OTHER.to_dict()), policy_digest=self.OTHER.digest)
+        if unkeyed:
+            meta["keyed"] = "false"
+            meta.pop("key_check")
+        for name in drop:
+            meta.pop(name, None)
+        if versions is not None:
+            conn.execute("DELETE FROM schema_version WHERE version > ?", [versions])
+        schema = [(int(v), str(n)) for v, n in conn.execute("SELECT version, name FROM schema_version ORDER BY version")]
+        if STORE_SEAL in meta:
+            meta[STORE_SEAL] = store_seals(meta, schema, None)[STORE_SEAL]
+        if SEAL in meta:
+            meta[SEAL] = seal_rows(meta, None)[SEAL]
+        conn.execute("DELETE FROM store_meta")
+        conn.executemany("INSERT INTO store_meta VALUES (?, ?)", sorted(meta.items()))
+        conn.close()
+
+    @pytest.mark.parametrize(
+        ("drop", "versions", "unkeyed"),
+        [
+            ((STORE_SEAL, STORE_KEYED_SEAL), None, False),  # delete the seal rows
+            ((STORE_KEYED_SEAL,), None, False),  # keep the plain seal, delete the keyed one
+            ((STORE_SEAL, STORE_KEYED_SEAL), 3, False),  # lower schema_version to 3
+            ((STORE_SEAL, STORE_KEYED_SEAL), 2, False),  # ... to 2 (before any seal)
+            ((STORE_KEYED_SEAL,), None, True),  # flip the keyed flag, delete key_check
+            ((STORE_SEAL, STORE_KEYED_SEAL), 2, True),
+        ],
+    )
+    def test_a_rewritten_store_fails_verify_with_the_key_and_takes_no_append(
+        self, path: Path, drop: tuple[str, ...], versions: int | None, unkeyed: bool
+    ) -> None:
+        _keyed_store(path)
+        self.forge(path, drop=drop, versions=versions, unkeyed=unkeyed)
+        with Store.open(path, read_only=True) as opened:
+            report = opened.verify(key=KEY)
+            assert not report.ok and report.status == 1, report
+            assert report.kind == "metadata_changed"
+        if unkeyed:  # the honest writer's key is refused by a store that now says it is unkeyed
+            with pytest.raises(StoreError, match="initialised without one"), Store.open(path, key=KEY) as w:
+                w.append(sample())
+        else:
+            _refused_to_extend(path)
+        with Store.open(path, read_only=True) as opened:
+            assert opened.verify(key=KEY).kind == "metadata_changed"  # nothing was re-sealed
+            assert STORE_KEYED_SEAL not in opened._read_meta() or not drop
+
+    def test_an_inserted_metadata_row_breaks_the_seal(self, path: Path) -> None:
+        _keyed_store(path)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("INSERT INTO store_meta VALUES ('extra', 'x')")
+        conn.close()
+        with Store.open(path, read_only=True) as opened:
+            assert opened.verify().kind == "metadata_changed"
+
+    def test_an_unkeyed_store_verified_with_a_key_says_not_keyed(self, tmp_path: Path) -> None:
+        with Store.init(tmp_path / "u.db") as created:
+            created.append(sample())
+            assert created.verify(key=KEY).verdict == "not keyed"
 
 
 def _digests(directory: Path) -> dict[str, bytes]:
@@ -752,3 +883,27 @@ def test_a_full_read_carries_the_heads_of_what_it_returns(log_: Log, cut: int) -
     assert isinstance(read, ParsedLog) and read.heads is not None
     texts = [canonical_event(event) for event in read]
     assert read.heads == (head_of(texts), tree_head_of(texts))
+
+
+def test_gamma_migrate_seals_an_old_keyed_store(tmp_path: Path) -> None:
+    """``gamma migrate`` (gamma.cli.store.migrate_command): the keyed seal, only with the key
+    and the policy digest vouched for; then appends go on."""
+    from click.testing import CliRunner
+
+    from gamma.cli.store import migrate_command
+
+    old = tmp_path / "old.db"
+    _schema_2_store(old, keyed=True)
+    key_file = tmp_path / "k.key"
+    key_file.write_bytes(KEY)
+    runner = CliRunner()
+    refused = runner.invoke(migrate_command, [str(old), "--key-file", str(key_file)])
+    assert refused.exit_code != 0 and "--expect-policy" in str(refused.exception or refused.output)
+    done = runner.invoke(migrate_command, [str(old), "--key-file", str(key_file),
+                                           "--expect-policy", DEFAULT_POLICY.digest])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output.splitlines()[0]) == {"keyed_seal": True, "policy": DEFAULT_POLICY.digest,
+                                       "schema_version": LATEST}
+    with Store.open(old, key=KEY) as opened:
+        opened.append(sample())
+        assert opened.verify(key=KEY).ok

@@ -19,9 +19,11 @@ from helpers import A, R, stamp
 from gamma.core.chain import GENESIS_HEX, head_of, step
 from gamma.core.errors import InputError, JSONSyntaxError
 from gamma.core.events import canonical_event, parse_events
+from gamma.core.merkle import CompactRange
 from gamma.storage.migrations import ts_micros
 from gamma.storage.sources import verify_path
 from gamma.storage.store import Store
+from gamma.storage.tree import tree_rows
 from gamma.storage.verify import check_head, verify_file
 
 KEY = b"an auditor's secret key, 32 b.."
@@ -58,6 +60,13 @@ def tamper(path: Path) -> Iterator[sqlite3.Connection]:
     yield conn
     conn.execute("COMMIT")
     conn.close()
+
+
+def retree(conn: sqlite3.Connection) -> None:
+    """What a careful attacker does after rewriting events: rebuild the tree table to match."""
+    bodies = [str(b) for (b,) in conn.execute("SELECT body FROM events ORDER BY position")]
+    conn.execute("DELETE FROM tree")
+    conn.executemany("INSERT INTO tree VALUES (?, ?)", tree_rows(CompactRange(), bodies))
 
 
 def row(conn: sqlite3.Connection, position: int) -> dict[str, Any]:
@@ -112,8 +121,11 @@ class TestIntact:
 
     def test_empty_store(self, tmp_path: Path) -> None:
         Store.init(tmp_path / "e.db").close()
-        report = verify(tmp_path / "e.db", key=KEY)
-        assert report.ok and report.head == GENESIS_HEX
+        assert verify(tmp_path / "e.db").head == GENESIS_HEX
+        report = verify(tmp_path / "e.db", key=KEY)  # a key for a store with no keyed seal
+        assert report.verdict == "not keyed" and report.status == 2 and report.head == GENESIS_HEX
+        Store.init(tmp_path / "k.db", key=KEY).close()
+        assert verify(tmp_path / "k.db", key=KEY).ok
 
 
 class TestTampering:
@@ -200,6 +212,10 @@ class TestTampering:
         recorded = verify(path).head
         with tamper(path) as conn:
             conn.execute("DELETE FROM events WHERE position > 4")
+        report = verify(path)  # the tree still has rows 5 and 6
+        assert (report.ok, report.kind, report.position) == (False, "tree", 5)
+        with tamper(path) as conn:
+            conn.execute("DELETE FROM tree WHERE position > 4")
         assert verify(path).ok
         report = verify(path, expect_head=recorded)
         assert (report.ok, report.kind) == (False, "truncated_or_rewritten")
@@ -231,6 +247,7 @@ class TestKeyedChain:
                     [body, prev.hex(), head.hex(), position],
                 )
                 prev = head
+            retree(conn)
         plain = verify(keyed_path)
         assert plain.ok and plain.note and "keyed" in plain.note
         report = verify(keyed_path, key=KEY)

@@ -57,6 +57,17 @@ def read_text(path: str, what: str) -> str:
         raise InputError(f"cannot read {what}: {reason}", source=path) from None
 
 
+def read_bytes(path: str, what: str) -> bytes:
+    """A file's bytes (``-``: stdin), unchanged: a signed note is read without newline
+    translation, so a CR or CRLF note reaches the note's rules and is refused there."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=path) from None
+
+
 @click.group("prove")
 def prove_group() -> None:
     """Print a Merkle proof (inclusion of an event, or consistency of two sizes) as JSON."""
@@ -129,7 +140,7 @@ def checkpoint_command(log: str, key_file: str, origin: str | None, size: int | 
         key = parse_signer(read_text(key_file, "signer key"), source=key_file)
         head = tree_head(log, size=size)
         record.update(size=head.size, root=head.root)
-        click.echo(sign_checkpoint(head, key, origin=origin), nl=False)
+        click.echo(sign_checkpoint(head, key, origin=origin).encode("utf-8"), nl=False)
 
 
 @click.command("verify-checkpoint")
@@ -140,7 +151,7 @@ def verify_checkpoint_command(checkpoint: str, pub_key: str) -> None:
     """Verify a checkpoint's signature with the public key alone; print its tree head as JSON."""
     with command("verify-checkpoint", checkpoint=checkpoint) as record:
         key = parse_verifier(read_text(pub_key, "verifier key"), source=pub_key)
-        verified = verify_checkpoint(read_text(checkpoint, "checkpoint"), key, source=checkpoint)
+        verified = verify_checkpoint(read_bytes(checkpoint, "checkpoint"), key, source=checkpoint)
         record.update(ok=verified is not None)
         if verified is not None:
             click.echo(canonical_json({"origin": verified.origin, **verified.head.to_dict()}))
@@ -178,7 +189,7 @@ def check_checkpoint(log: str, checkpoint_file: str, pub_key: str | None, *, as_
         raise InputError("a checkpoint is trusted only with its signer's key: give --pub-key",
                          source="--expect-checkpoint")
     key = parse_verifier(read_text(pub_key, "verifier key"), source=pub_key)
-    verified = verify_checkpoint(read_text(checkpoint_file, "checkpoint"), key,
+    verified = verify_checkpoint(read_bytes(checkpoint_file, "checkpoint"), key,
                                  source=checkpoint_file)
     if verified is None:
         click.echo(f"tampered: the checkpoint is not signed by {key.name}", err=True)

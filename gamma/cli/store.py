@@ -21,6 +21,7 @@ from gamma.cli.options import STDIN, STDIN_SOURCE, read_log, read_policy, read_s
 from gamma.core.canonical import canonical_json, parse_ts
 from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, decode_lines
+from gamma.storage.migrations import LATEST
 from gamma.storage.sources import verify_path
 from gamma.storage.store import Store, check_key, is_store
 from gamma.storage.verify import check_head, verify_bytes
@@ -30,6 +31,7 @@ __all__ = [
     "export_command",
     "init_command",
     "log_command",
+    "migrate_command",
     "read_key",
     "verify_command",
 ]
@@ -145,6 +147,33 @@ def append_command(store: str, file: str, key_file: str | None) -> None:
         record.update(appended=result.appended, events=result.events, head=result.head)
 
 
+@click.command("migrate")
+@store_argument
+@click.option("--expect-policy", "expect_policy", default=None, metavar="DIGEST",
+              help="The recorded policy you vouch for (needed to seal a keyed store).")
+@key_option
+def migrate_command(store: str, expect_policy: str | None, key_file: str | None) -> None:
+    """Bring a store to the latest schema, and seal a keyed one with its key.
+
+    A keyed store from before schema 4 has no keyed seal over its metadata; no
+    migration or append writes one. Give the key and --expect-policy (the digest
+    you vouch for: a resolution's 'policy'); the store must verify with the key
+    in all else. Prints {"keyed_seal", "policy", "schema_version"}.
+    """
+    with command("migrate", store=store) as record:
+        key = read_key(key_file)
+        with Store.open(store, key=key) as opened:
+            if opened.keyed:
+                if expect_policy is None:
+                    raise InputError("sealing a keyed store vouches for its policy: give"
+                                     " --expect-policy", source="--expect-policy")
+                opened.seal(expect_policy=expect_policy)
+            result = {"keyed_seal": opened.keyed, "policy": opened.policy.digest,
+                      "schema_version": LATEST}
+        click.echo(canonical_json(result))
+        record.update(**result)
+
+
 @click.command("export")
 @store_argument
 def export_command(store: str) -> None:
@@ -219,9 +248,12 @@ def verify_command(
     Prints the head and exits 0 when intact. Otherwise says what it found, on
     stderr: grown (1; --expect-prefix accepts it), wrong key (1), tampered at
     position N (edited, deleted, inserted or reordered) (1), truncated or
-    rewritten (1), policy changed (1: a store's recorded policy no longer
-    matches its digest or seal, or is not --expect-policy), not keyed (2: a key
-    was given to a store without a keyed chain). Exits 2 when unreadable.
+    rewritten (1), tampered at position N (tree, misnumbered, invalid: the tree
+    rows, positions or the log's rules disagree with the events) (1), policy
+    changed (1: the policy is not its digest, or not --expect-policy), metadata
+    changed (1: store_meta or schema_version do not match their seal, or a key
+    was given and the keyed seal is missing or wrong), not keyed (2: a key was
+    given to a store without a keyed chain). Exits 2 when unreadable.
     Without a key, a rewrite that recomputed the chain is caught only by
     --expect-head / --expect-prefix, and one that recomputed the policy's seal
     only by --expect-policy. A store is opened read-only: no byte of it or of

@@ -19,14 +19,15 @@ from typing import Any, NamedTuple
 from sqlite_utils import Database
 
 from gamma.core.canonical import format_ts
-from gamma.core.chain import GENESIS_HEX, keyed_step, step
-from gamma.core.errors import InputError
+from gamma.core.chain import GENESIS_HEX, keyed_step, step, step_bytes
+from gamma.core.errors import InputError, IntegrityError, StoreError
 from gamma.core.events import batch_objects, canonical_event, event_from_json
+from gamma.core.merkle import leaf_hash
 from gamma.core.model import Event, Experience
 from gamma.core.policy import Policy
 from gamma.storage._opening import read_meta
-from gamma.storage.migrations import from_micros, ts_micros
-from gamma.storage.seal import KEYED_SEAL, seal_problem, seal_rows
+from gamma.storage.migrations import LATEST, from_micros, schema_rows, ts_micros
+from gamma.storage.seal import seal_problem
 from gamma.storage.verify import ChainRow
 
 __all__ = [
@@ -34,13 +35,14 @@ __all__ = [
     "Appendable",
     "Parsed",
     "Pending",
+    "Sealed",
     "SqlIndex",
     "Tail",
     "chain_rows",
+    "check_extendable",
     "new_events",
     "parse_batch",
     "read_tail",
-    "seal_keyed",
 ]
 
 COLUMNS = list(ChainRow._fields)
@@ -181,19 +183,60 @@ def _stored(db: Database, ids: set[str]) -> dict[str, tuple[str, datetime]]:
     return found
 
 
-def seal_keyed(
-    db: Database, path: Path, meta: dict[str, str], key: bytes | None
-) -> dict[str, str]:
-    """A keyed store migrated from before the seal gets its keyed seal from the first keyed
-    append (the migration had no key); inside the append's write transaction. Returns the
-    metadata as it stands after."""
-    if key is None or KEYED_SEAL in meta:
-        return meta
-    meta = read_meta(db, path)
-    if KEYED_SEAL not in meta and seal_problem(meta, None) is None:
-        meta[KEYED_SEAL] = seal_rows(meta, key)[KEYED_SEAL]
-        db.table("store_meta").insert({"name": KEYED_SEAL, "value": meta[KEYED_SEAL]})
-    return meta
+Sealed = tuple[dict[str, str], list[tuple[int, str]]]
+"""Metadata and schema rows a writer has checked under its seal."""
+
+
+def check_extendable(
+    db: Database, path: Path, tail: Tail, key: bytes | None, *, checked: Sealed | None
+) -> Sealed:
+    """Under the write lock: the store's seal verifies with the writer's key, and the row the
+    batch extends is intact (its link, hash, keyed link and tree row), in O(1) queries.
+
+    A writer never re-seals or extends what it cannot check (SPEC §9.4). ``checked`` is what
+    this writer verified before (the policy digest is recomputed only when the rows changed).
+    """
+    sealed = (read_meta(db, path), schema_rows(db))
+    version = max((v for v, _ in sealed[1]), default=0)
+    if version != LATEST:
+        raise StoreError(f"{path}: schema_version {version}: a writer extends only a store of"
+                         f" schema {LATEST} (opening it for writing migrates it)")
+    if sealed != checked:
+        problem = seal_problem(*sealed, key)
+        if problem is not None:
+            raise IntegrityError(f"{path}: refusing to extend a store that does not verify: {problem[1]}")
+    if tail.position:
+        _check_tail(db, path, tail.position, key)
+    return sealed
+
+
+def _check_tail(db: Database, path: Path, position: int, key: bytes | None) -> None:
+    row = db.execute(
+        "SELECT body, prev_head, head, keyed_head FROM events WHERE position = ?", [position]
+    ).fetchone()
+    before = db.execute("SELECT keyed_head FROM events WHERE position = ?", [position - 1]).fetchone()
+    tree = db.execute(
+        "SELECT position, hashes FROM tree ORDER BY position DESC LIMIT 1"
+    ).fetchone()
+    body, prev_head, head, keyed_head = row
+    data = str(body).encode("utf-8")
+    try:
+        problem = None
+        if step_bytes(bytes.fromhex(str(prev_head)), data).hex() != head:
+            problem = "its body does not hash to its head"
+        elif key is not None:
+            keyed_prev = GENESIS_HEX if before is None else str(before[0])
+            if keyed_step(key, bytes.fromhex(keyed_prev), str(body)).hex() != keyed_head:
+                problem = "its keyed head is not the keyed link from the row before"
+        if problem is None and (tree is None or tree[0] != position
+                                or bytes(tree[1][:32]) != leaf_hash(data)):
+            problem = "the tree's last row is not this event's leaf"
+    except (ValueError, TypeError):
+        problem = "a head is not hex"
+    if problem is not None:
+        raise IntegrityError(
+            f"{path}: refusing to extend a store that does not verify: position {position}: {problem}"
+        )
 
 
 def chain_rows(

@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 import attrs
 from sqlite_utils import Database
 
-from gamma.core.errors import StoreError
+from gamma.core.errors import IntegrityError, StoreError
 from gamma.core.merkle import CompactRange
-from gamma.storage.seal import SEAL, seal_rows
+from gamma.storage.seal import SEAL, STORE_SEAL, seal_problem, seal_rows, store_seals
 from gamma.storage.tree import tree_rows
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "current_version",
     "from_micros",
     "migrate",
+    "schema_rows",
     "ts_micros",
 ]
 
@@ -164,10 +165,32 @@ def _v3_no_replace(db: Database) -> None:
         db.table("store_meta").insert({"name": SEAL, "value": seal_rows(meta, None)[SEAL]})
 
 
+_V4_NAME = "seal every metadata row and the schema version"
+
+
+def _v4_store_seal(db: Database) -> None:
+    """Seal all metadata and the schema version (gamma.storage.seal): the plain seal only.
+
+    What schema 3 sealed must still verify, or nothing is sealed: a migration never seals
+    what it cannot check. No key is at hand here, so a keyed store gets its keyed seal
+    only from ``Store.seal`` (``gamma migrate``), asked for explicitly.
+    """
+    meta = {str(name): str(value) for name, value in db.execute("SELECT name, value FROM store_meta")}
+    if not meta or STORE_SEAL in meta:  # a store being created gets its seals from Store.init
+        return
+    schema = schema_rows(db)
+    problem = seal_problem(meta, schema, None)
+    if problem is not None:
+        raise IntegrityError(f"refusing to migrate the store to schema 4: {problem[1]}")
+    sealed = store_seals(meta, [*schema, (4, _V4_NAME)], None)
+    db.table("store_meta").insert({"name": STORE_SEAL, "value": sealed[STORE_SEAL]})
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "create events, metadata and triggers", _v1_create),
     Migration(2, "Merkle tree of the log", _v2_tree),
     Migration(3, "refuse INSERT OR REPLACE; seal the recorded policy", _v3_no_replace),
+    Migration(4, _V4_NAME, _v4_store_seal),
 )
 """The schema history, oldest first; versions are consecutive from 1."""
 
@@ -180,6 +203,14 @@ def current_version(db: Database) -> int:
         return 0
     row = db.execute("SELECT max(version) FROM schema_version").fetchone()
     return int(row[0] or 0)
+
+
+def schema_rows(db: Database) -> list[tuple[int, str]]:
+    """The ``schema_version`` rows as ``(version, name)``, in version order (none: [])."""
+    if not db.table("schema_version").exists():
+        return []
+    rows = db.execute("SELECT version, name FROM schema_version ORDER BY version")
+    return [(int(version), str(name)) for version, name in rows]
 
 
 def migrate(db: Database, *, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:

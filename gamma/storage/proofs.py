@@ -1,7 +1,9 @@
 """Merkle proofs over a log given by path (a store or a JSONL file), and checking them offline.
 
-A store answers from its ``tree`` table without re-hashing the log; a JSONL
-file is read, validated and hashed once (O(n)). Verification needs no log:
+A store answers from its ``tree`` table once ``Store.verify`` has checked that table
+against the tree recomputed from the events (and everything else it checks), so a
+checkpoint signs and a proof shows only the events' own tree; a JSONL file is read,
+validated and hashed once. Both are O(n). Verification needs no log:
 an inclusion proof and the event's canonical line, or a consistency proof.
 """
 
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gamma.core import merkle
-from gamma.core.errors import InputError, ValueTypeError
+from gamma.core.errors import InputError, IntegrityError, ValueTypeError
 from gamma.core.events import canonical_event, load_events
 from gamma.core.merkle import (
     CompactRange,
@@ -51,6 +53,11 @@ def _opened(
         raise InputError("no such file", source=str(log))
     if is_store(log):
         with Store.open(log, read_only=True) as store:
+            report = store.verify()  # the tree rows are served only once they are the events' own
+            if not report.ok:
+                raise IntegrityError(f"{log}: refusing to serve a tree head or proof from a store"
+                                     f" that does not verify: {report.verdict}: {report.detail}")
+
             def index(event_id: str) -> int | None:
                 position = store.position_of(event_id)
                 return None if position is None else position - 1

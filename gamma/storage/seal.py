@@ -1,34 +1,57 @@
-"""The store's recorded policy bound under a seal that ``verify`` re-derives.
+"""The store's metadata and schema version bound under a seal that ``verify`` re-derives.
 
 The event chain covers events only, so that a store's heads and tree are
-those of the same log as JSON Lines. What else changes a resolution is the
-store's metadata: above all the recorded ``policy`` (resolutions fall back to
-it) and whether the store is keyed. Those rows are sealed as one canonical
-record (SPEC §9.3): ``policy_seal = sha256(32 zero bytes || record)``, and in a
-keyed store also ``policy_keyed_seal = HMAC-SHA256(key, 32 zero bytes ||
-record)``, the first link of a chain of its own. ``verify`` re-derives the
-policy's digest and both seals. Without the key, whoever rewrites the policy
-and its seal together is caught only by a digest held elsewhere
-(``--expect-policy``: every resolution and audit record names its policy).
+those of the same log as JSON Lines. What else decides an answer is the
+store's metadata: its recorded ``policy`` (resolutions fall back to it),
+whether it is keyed, the seal rows themselves and the schema version (which
+says what a store must hold). From schema 4 every ``store_meta`` row but the
+two seals and every ``schema_version`` row are sealed as one canonical record
+(SPEC §9.2): ``store_seal = sha256(32 zero bytes || record)`` and, in a keyed
+store, ``store_keyed_seal = HMAC-SHA256(key, 32 zero bytes || record)``. A
+missing seal in a store of schema 4 is tampering, and so is a keyed seal
+missing when the key is given. Schema 3 sealed the policy rows alone
+(``policy_seal`` and ``policy_keyed_seal``); they are still checked in a store
+read at schema 3, and are rows like any other under the seal of schema 4.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gamma.core.canonical import canonical_json
 from gamma.core.chain import GENESIS, keyed_step, step
 from gamma.core.errors import GammaError
 from gamma.core.policy import Policy
 
-__all__ = ["KEYED_SEAL", "SEAL", "SEALED", "seal_problem", "seal_rows"]
+__all__ = [
+    "KEYED_SEAL",
+    "SEAL",
+    "SEALED",
+    "SEALED_FROM",
+    "STORE_KEYED_SEAL",
+    "STORE_SEAL",
+    "Schema",
+    "SealProblem",
+    "seal_problem",
+    "seal_rows",
+    "store_seals",
+]
 
 SEALED = ("format", "keyed", "key_check", "policy", "policy_digest")
-"""The metadata rows under the seal (those present)."""
+"""The metadata rows under the seal of schema 3 (those present)."""
 SEAL = "policy_seal"
 KEYED_SEAL = "policy_keyed_seal"
+STORE_SEAL = "store_seal"
+STORE_KEYED_SEAL = "store_keyed_seal"
+SEALED_FROM = 4
+"""The schema version from which ``store_seal`` covers all metadata and the schema version."""
+
+Schema = Sequence[tuple[int, str]]
+"""The ``schema_version`` rows, ``(version, name)``, in version order."""
+SealProblem = tuple[str, str]
+"""What ``seal_problem`` found: the verify kind and the detail."""
 
 
 def _record(meta: Mapping[str, str]) -> str:
@@ -36,7 +59,7 @@ def _record(meta: Mapping[str, str]) -> str:
 
 
 def seal_rows(meta: Mapping[str, str], key: bytes | None) -> dict[str, str]:
-    """The seal rows for ``meta`` (the keyed one only when ``key`` is given)."""
+    """The seal rows of schema 3 for ``meta`` (the keyed one only when ``key`` is given)."""
     record = _record(meta)
     rows = {SEAL: step(GENESIS, record).hex()}
     if key is not None:
@@ -44,29 +67,103 @@ def seal_rows(meta: Mapping[str, str], key: bytes | None) -> dict[str, str]:
     return rows
 
 
-def seal_problem(meta: Mapping[str, str], key: bytes | None) -> str | None:
-    """What is wrong with the sealed metadata, in words, or None.
+def _store_record(meta: Mapping[str, str], schema: Schema) -> str:
+    rows = {name: value for name, value in meta.items() if name not in (STORE_SEAL, STORE_KEYED_SEAL)}
+    versions = [[version, name] for version, name in schema]
+    return canonical_json({"gamma_store": {"meta": rows, "schema_version": versions}})
 
-    A store from before the seal (schema 2, read without migrating) has none to check and
-    passes; so does a keyed store's missing keyed seal until a keyed append writes it.
-    """
+
+def store_seals(meta: Mapping[str, str], schema: Schema, key: bytes | None) -> dict[str, str]:
+    """The seal rows of schema 4 over ``meta`` and ``schema`` (the keyed one with ``key``)."""
+    record = _store_record(meta, schema)
+    rows = {STORE_SEAL: step(GENESIS, record).hex()}
+    if key is not None:
+        rows[STORE_KEYED_SEAL] = keyed_step(key, GENESIS, record).hex()
+    return rows
+
+
+def _policy_problem(meta: Mapping[str, str]) -> SealProblem | None:
     try:
         digest = Policy.from_dict(json.loads(meta["policy"])).digest
     except (KeyError, ValueError, TypeError, GammaError) as exc:
-        return f"the recorded policy is unreadable ({exc})"
+        return "policy_changed", f"store_meta: the recorded policy is unreadable ({exc})"
     if meta.get("policy_digest") != digest:
-        return (
-            f"the recorded policy_digest {meta.get('policy_digest')!r} is not the digest of the"
-            f" recorded policy ({digest}): the store's policy was changed"
+        return "policy_changed", (
+            f"store_meta: the recorded policy_digest {meta.get('policy_digest')!r} is not the"
+            f" digest of the recorded policy ({digest}): the store's policy was changed"
         )
-    if SEAL not in meta:
+    return None
+
+
+def _differs(stored: str, expected: str) -> bool:
+    return not hmac.compare_digest(stored.encode(), expected.encode())
+
+
+def seal_problem(meta: Mapping[str, str], schema: Schema, key: bytes | None) -> SealProblem | None:
+    """What is wrong with the sealed metadata, as ``(kind, detail)``, or None.
+
+    ``key`` is the key the caller brings: with it, a store whose metadata it does not
+    authenticate (no keyed seal, whatever the store says of itself) does not pass.
+    """
+    found = _policy_problem(meta)
+    if found is not None:
+        return found
+    version = max((v for v, _ in schema), default=0)
+    changed = "metadata_changed"
+    if version >= SEALED_FROM:
+        if STORE_SEAL not in meta:
+            return changed, (
+                f"store_meta has no {STORE_SEAL} row though schema_version is {version}:"
+                " the seal was deleted"
+            )
+        expected = store_seals(meta, schema, key)
+        if _differs(meta[STORE_SEAL], expected[STORE_SEAL]):
+            return changed, (
+                f"store_meta and schema_version do not match {STORE_SEAL}: a row of store_meta"
+                " (the policy, the keyed flag, key_check, a seal) or of schema_version was"
+                " changed, added or deleted"
+            )
+        if key is None:
+            return None
+        if STORE_KEYED_SEAL not in meta:
+            return changed, (
+                f"a key was given but store_meta has no {STORE_KEYED_SEAL} row: the store's"
+                " keyed seal was deleted (or the store was never keyed)"
+            )
+        if _differs(meta[STORE_KEYED_SEAL], expected[STORE_KEYED_SEAL]):
+            return changed, (
+                f"store_meta and schema_version do not match {STORE_KEYED_SEAL}: they were"
+                " rewritten without the key (or the key is wrong)"
+            )
         return None
+    return _old_problem(meta, version, key)
+
+
+def _old_problem(meta: Mapping[str, str], version: int, key: bytes | None) -> SealProblem | None:
+    """A store read at a schema before 4: what that schema sealed, and no more."""
+    changed = "metadata_changed"
+    if STORE_SEAL in meta or STORE_KEYED_SEAL in meta:
+        return changed, (
+            f"schema_version says {version}, but store_meta holds the seal of schema"
+            f" {SEALED_FROM}: schema_version was lowered"
+        )
+    if version >= 3 and SEAL not in meta:
+        return changed, f"store_meta has no {SEAL} row though schema_version is {version}"
     expected = seal_rows(meta, key)
-    if not hmac.compare_digest(meta[SEAL], expected[SEAL]):
-        return "the store's sealed metadata (its policy) does not match its seal: it was changed"
-    if key is not None and KEYED_SEAL in meta and not hmac.compare_digest(meta[KEYED_SEAL], expected[KEYED_SEAL]):
-        return (
-            "the store's sealed metadata (its policy) does not match its keyed seal: it was"
-            " rewritten without the key (or the key is wrong)"
+    if SEAL in meta and _differs(meta[SEAL], expected[SEAL]):
+        return changed, f"store_meta: the policy rows do not match {SEAL}: they were changed"
+    if key is None:
+        return None
+    if KEYED_SEAL not in meta:
+        return changed, (
+            f"a key was given but this store (schema_version {version}) has no keyed seal: no"
+            " key authenticates its metadata; a store from before schema 4 is opened by a"
+            " writer (which migrates it) and then sealed with `gamma migrate --key-file K"
+            " --expect-policy D`"
+        )
+    if _differs(meta[KEYED_SEAL], expected[KEYED_SEAL]):
+        return changed, (
+            f"store_meta: the policy rows do not match {KEYED_SEAL}: they were rewritten"
+            " without the key (or the key is wrong)"
         )
     return None

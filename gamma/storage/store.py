@@ -42,12 +42,13 @@ from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.storage._append import (
     COLUMNS,
     Appendable,
+    Sealed,
     SqlIndex,
     chain_rows,
+    check_extendable,
     new_events,
     parse_batch,
     read_tail,
-    seal_keyed,
 )
 from gamma.storage._keys import MIN_KEY_BYTES, check_key, writer_key
 from gamma.storage._keys import key_check as _key_check
@@ -66,10 +67,19 @@ from gamma.storage._opening import (
     write,
 )
 from gamma.storage._read import READ, check_stored
-from gamma.storage.migrations import ts_micros
-from gamma.storage.seal import seal_problem, seal_rows
+from gamma.storage.migrations import LATEST, MIGRATIONS, schema_rows, ts_micros
+from gamma.storage.seal import STORE_KEYED_SEAL, seal_problem, store_seals
 from gamma.storage.tree import StoredTree, TreeHead, tree_rows
-from gamma.storage.verify import ChainRow, SqlRowLookup, VerifyReport, check_head, check_rows
+from gamma.storage.verify import (
+    ChainRow,
+    LogCheck,
+    SqlRowLookup,
+    TreeCheck,
+    VerifyReport,
+    check_head,
+    check_rows,
+    is_chain_problem,
+)
 
 __all__ = [
     "BUSY_TIMEOUT",
@@ -86,6 +96,7 @@ BUSY_TIMEOUT = 10.0
 """Seconds a command waits for another writer's lock before giving up (StoreBusyError, exit 3)."""
 
 _SELECT = ", ".join(COLUMNS)
+_VERIFY_CHUNK = 10_000
 
 
 @attrs.frozen
@@ -110,9 +121,11 @@ class Store:
         self.read_only = read_only
         self._closed = False
         self._meta = read_meta(db, path)
-        if self._meta.get("format") != FORMAT:
-            raise StoreError(f"{path}: not a gamma store (no format record)")
+        if self._meta.get("format") != FORMAT:  # it has a schema: its metadata was changed
+            raise IntegrityError(f"{path}: store_meta has no format record {FORMAT!r}: not a gamma"
+                                 " store, or its metadata was changed")
         self._policy: Policy | None = None
+        self._sealed: Sealed | None = None  # the metadata this writer checked under its seal
 
     # -- opening and closing -------------------------------------------------------------
 
@@ -138,7 +151,7 @@ class Store:
         }
         if key is not None:
             meta["key_check"] = _key_check(key)
-        meta.update(seal_rows(meta, key))
+        meta.update(store_seals(meta, [(m.version, m.name) for m in MIGRATIONS], key))
         return cls._start(path, key, busy_timeout, lambda db: create_schema(db, path, meta))
 
     @classmethod
@@ -356,38 +369,74 @@ class Store:
         expect_prefix: str | None = None,
         expect_policy: str | None = None,
     ) -> VerifyReport:
-        """Check every row's links and hashes (and the keyed chain when a key is given), then the
-        sealed metadata (gamma.storage.seal): the policy's digest, its seal, its keyed seal
-        with a key, and with ``expect_policy`` the digest a resolution or record names."""
+        """Check all that ``resolve``, ``checkpoint`` and ``prove`` rely on (SPEC §9.6): every row's
+        links, hash, position and lookup columns (the keyed chain too with a key), the events
+        as ``resolve`` reads them by the log's rules, the tree against the one recomputed from
+        the events, then the sealed metadata and schema version (gamma.storage.seal), with the
+        key when one is given, and with ``expect_policy`` the digest a resolution names."""
         key = check_key(key) if key is not None else self._key
         policy = check_head(expect_policy, field="expect_policy")
         with self._snapshot():
-            meta = self._read_meta()
-            rows = (
-                ChainRow(*row)
-                for row in self._query(f"SELECT {_SELECT} FROM events ORDER BY position")
-            )
-            report = check_rows(
-                rows,
-                source=str(self.path),
-                lookup=SqlRowLookup(self._db),
-                key=key,
-                expect_head=expect_head,
-                expect_prefix=expect_prefix,
-            )
-        sealed = seal_problem(meta, key)
-        if sealed is None and policy is not None and meta.get("policy_digest") != policy:
-            sealed = (f"the recorded policy is {meta.get('policy_digest')}, not the expected"
-                      f" {policy}: the store's policy was changed")
-        if report.ok and sealed is not None:
-            report = attrs.evolve(report, ok=False, kind="policy_changed", detail=sealed)
-        if key is None and self.keyed:
-            note = "the store says it is keyed; only a key you bring checks the keyed chain"
+            meta, schema = self._read_meta(), schema_rows(self._db)
+            report = self._verify_log(key, expect_head=expect_head, expect_prefix=expect_prefix)
+        claims_keyed = meta.get("keyed") == "true" or "key_check" in meta
+        found = seal_problem(meta, schema, key)
+        if found is None and policy is not None and meta.get("policy_digest") != policy:
+            found = ("policy_changed", f"store_meta: the recorded policy is"
+                     f" {meta.get('policy_digest')}, not the expected {policy}: the store's"
+                     " policy was changed")
+        never_keyed = not claims_keyed and STORE_KEYED_SEAL not in meta and report.events == 0
+        if found is not None and key is not None and never_keyed:
+            found = ("not_keyed", "a key was given but the store keeps no keyed chain or keyed"
+                     " seal: it was initialised without a key, or its keyed metadata was removed")
+        if report.ok and found is not None:
+            report = attrs.evolve(report, ok=False, kind=found[0], detail=found[1])
+        if key is None and claims_keyed:
+            note = "the store says it is keyed; only a key you bring checks the keyed chain and seal"
             report = attrs.evolve(report, note=note)
         elif key is not None:  # lets the report tell a wrong key from a rewrite
-            matches = hmac.compare_digest(_key_check(key), self._meta.get("key_check", ""))
-            report = attrs.evolve(report, store_keyed=self.keyed, key_matches=matches)
+            matches = hmac.compare_digest(_key_check(key), meta.get("key_check", ""))
+            report = attrs.evolve(report, store_keyed=claims_keyed, key_matches=matches)
         return report
+
+    def _verify_log(
+        self, key: bytes | None, *, expect_head: str | None, expect_prefix: str | None
+    ) -> VerifyReport:
+        """The rows, then the log's rules and the tree, inside the caller's snapshot: two
+        passes over the events, the second in chunks (memory: the index of ids and facts)."""
+        report = check_rows(
+            (ChainRow(*row) for row in self._query(f"SELECT {_SELECT} FROM events ORDER BY position")),
+            source=str(self.path),
+            lookup=SqlRowLookup(self._db),
+            key=key,
+            expect_head=expect_head,
+            expect_prefix=expect_prefix,
+        )
+        if is_chain_problem(report.kind):
+            return report
+        found = self._check_derived()
+        if found is None:
+            return report
+        kind, position, event, detail = found
+        return attrs.evolve(report, ok=False, kind=kind, position=position, event=event, detail=detail)
+
+    def _check_derived(self) -> tuple[str, int | None, str | None, str] | None:
+        """The tree rows and the log's rules, against the events (the first problem)."""
+        trees: TreeCheck | None = None
+        if self._db.table("tree").exists():  # a store read at schema 1 has no tree yet
+            stored = self._query("SELECT position, hashes FROM tree ORDER BY position")
+            trees = TreeCheck((int(p), h if isinstance(h, bytes) else b"") for p, h in stored)
+        logs = LogCheck(str(self.path))
+        cursor = self._query("SELECT position, id, body, prev_head, head FROM events ORDER BY position")
+        while chunk := cursor.fetchmany(_VERIFY_CHUNK):
+            for position, event_id, body, _, _ in chunk:
+                found = trees.feed(position, event_id, body) if trees is not None else None
+                if found is not None:
+                    return found
+            found = logs.feed([(p, b, prev, h) for p, _, b, prev, h in chunk])
+            if found is not None:
+                return found
+        return trees.finish() if trees is not None else None
 
     # -- appending -----------------------------------------------------------------------
 
@@ -406,6 +455,11 @@ class Store:
         a writer that died after commit can retry; the same id with other
         content is a DuplicateIdError (field ``id``). ``now`` stands in for the
         clock in tests. Errors name the first bad line of ``source``.
+
+        A writer never extends what it cannot check (SPEC §9.4): under the lock it checks the
+        seal with its key and the row it extends (link, hash, keyed link, tree row), in O(1)
+        queries: an append never re-reads the whole log. A store that fails is an
+        IntegrityError and nothing is stored; a tampering further back stays for ``verify``.
         """
         source = source or "<append>"
         if self.read_only:
@@ -418,13 +472,13 @@ class Store:
         parsed = parse_batch(lines_or_events, self.policy, source)
         with write(self._db, self.path):
             tail = read_tail(self._db)
+            self._sealed = check_extendable(self._db, self.path, tail, key, checked=self._sealed)
             clock = (now or datetime.now(UTC)).astimezone(UTC)
             pending = new_events(
                 self._db, parsed, policy=self.policy, last_ts=tail.ts, clock=clock, source=source
             )
             checked = [(line, event) for line, event, _ in pending]
             validate_log(checked, index=SqlIndex(self._db, tail.ts), source=source)
-            self._meta = seal_keyed(self._db, self.path, self._meta, key)
             rows, head = chain_rows(tail, pending, key)
             # StoredTree and tree_rows are looked up in this module: benchmarks/store.py stubs
             # them out to time an append without the tree
@@ -434,6 +488,47 @@ class Store:
                 grown = tree_rows(compact, (canonical for _, _, canonical in pending))
                 self._db.table("tree").insert_all(iter([["position", "hashes"], *grown]), batch_size=500)
         return AppendResult(appended=len(rows), events=tail.position + len(rows), head=head)
+
+    def seal(self, *, expect_policy: str) -> None:
+        """Write the keyed seal of a keyed store migrated from before schema 4 (SPEC §9.2).
+
+        Asked for explicitly (``gamma migrate``), never by a migration or an append: whoever
+        seals vouches for the recorded policy, so its digest must be ``expect_policy``, and
+        the store must verify with the key in everything but the missing keyed seal.
+        """
+        if self.read_only:
+            raise StoreError(f"{self.path}: the store was opened read-only")
+        key = writer_key(
+            self.path, self._key, keyed=self.keyed, recorded=self._meta.get("key_check", "")
+        )
+        policy = check_head(expect_policy, field="expect_policy")
+        if key is None:
+            raise StoreError(f"{self.path}: the store is not keyed: its migration sealed it")
+        with self._snapshot():
+            report = self._verify_log(key, expect_head=None, expect_prefix=None)
+        if not report.ok:
+            raise IntegrityError(f"{self.path}: refusing to seal a store that does not verify:"
+                                 f" {report.verdict}: {report.detail}")
+        with write(self._db, self.path):
+            meta, schema = self._read_meta(), schema_rows(self._db)
+            if max((v for v, _ in schema), default=0) != LATEST:
+                raise StoreError(f"{self.path}: open the store for writing first (it migrates)")
+            if STORE_KEYED_SEAL in meta:
+                found = seal_problem(meta, schema, key)
+                if found is not None:
+                    raise IntegrityError(f"{self.path}: {found[1]}")
+                return  # sealed already, and the seal verifies
+            found = seal_problem(meta, schema, None)
+            if found is not None:
+                raise IntegrityError(f"{self.path}: refusing to seal: {found[1]}")
+            if meta.get("policy_digest") != policy:
+                raise IntegrityError(
+                    f"{self.path}: refusing to seal: the recorded policy is"
+                    f" {meta.get('policy_digest')}, not the expected {policy}"
+                )
+            value = store_seals(meta, schema, key)[STORE_KEYED_SEAL]
+            self._db.table("store_meta").insert({"name": STORE_KEYED_SEAL, "value": value})
+            self._meta = self._read_meta()
 
     # -- plumbing ------------------------------------------------------------------------
 

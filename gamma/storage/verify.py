@@ -9,6 +9,9 @@ compared with one recorded elsewhere (``expect_head`` / ``expect_prefix``).
 Without a key, whoever rewrites the log and recomputes the plain chain is
 caught only by such a recorded head; the keyed chain (HMAC) is checked only
 against a key the auditor brings, never because the store says it is keyed.
+A store's rows are then held to what is signed and served from them: the
+``tree`` rows against the tree recomputed from the bodies (``check_tree``) and
+the bodies read as ``resolve`` reads them, under the log's rules (``check_log``).
 Verification checks integrity only: no policy is involved.
 """
 
@@ -16,19 +19,23 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, cast
 
 import attrs
+import orjson
 from sqlite_utils import Database
 
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, GENESIS_HEX, keyed_step, step
-from gamma.core.errors import InputError
+from gamma.core.errors import InputError, IntegrityError
 from gamma.core.events import EMPTY_FILE, canonical_event, decode_lines, event_from_json
+from gamma.core.logcheck import MemoryIndex
+from gamma.core.merkle import CompactRange, leaf_hash
 from gamma.core.policy import Policy
 from gamma.core.strictjson import decode_json
+from gamma.storage._read import check_stored
 from gamma.storage.migrations import ts_micros
 
 __all__ = [
@@ -36,13 +43,18 @@ __all__ = [
     "RowLookup",
     "SqlRowLookup",
     "VerifyReport",
+    "LogCheck",
+    "TreeCheck",
     "check_head",
     "check_rows",
+    "is_chain_problem",
     "verify_bytes",
     "verify_file",
 ]
 
-_TAMPERED = frozenset({"edited", "deleted", "inserted", "reordered"})
+_CHAIN = frozenset({"edited", "deleted", "inserted", "reordered", "misnumbered"})
+_TAMPERED = _CHAIN | {"invalid", "tree"}
+_POSITION = re.compile(r"position (\d+)")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _Problem = tuple[str, int | None, str | None, str]  # kind, position, event id, detail
 
@@ -267,6 +279,16 @@ def check_rows(
                         " its body does not hash to its recorded head"
                     ),
                 )
+            elif row.position != count:
+                problem = (
+                    "misnumbered",
+                    count,
+                    row.id,
+                    (
+                        f"position {count}: the rows are not numbered 1, 2, 3, ...: event"
+                        f" {_event_id(row)} is row {count} but is numbered {row.position}"
+                    ),
+                )
             else:
                 problem = _column_problem(row)
         expected_prev = row.head
@@ -274,6 +296,71 @@ def check_rows(
     head = computed.hex()
     found = problem or keyed_problem or expectations.judge(head, count)
     return _report(source, found, count, head, keyed.hex() if key is not None else None)
+
+
+def is_chain_problem(kind: str | None) -> bool:
+    """Whether ``kind`` is a broken link, hash, position or lookup column of a row."""
+    return kind in _CHAIN
+
+
+class TreeCheck:
+    """The ``tree`` rows against the tree recomputed from the events, fed in position order:
+    what ``checkpoint`` signs and ``prove`` serves must be the events' own tree."""
+
+    def __init__(self, stored: Iterable[tuple[int, bytes]]) -> None:
+        self._compact = CompactRange()
+        self._stored = iter(stored)
+
+    def feed(self, position: int, event_id: str, body: str) -> _Problem | None:
+        expected = b"".join(self._compact.append(leaf_hash(body.encode("utf-8"))))
+        row = next(self._stored, None)
+        if row is None or row[0] != position or bytes(row[1]) != expected:
+            return (
+                "tree",
+                position,
+                event_id,
+                (
+                    f"tree row {position} (event {event_id}) is not the tree recomputed from the"
+                    " events: a checkpoint or proof from it would not be of this log"
+                ),
+            )
+        return None
+
+    def finish(self) -> _Problem | None:
+        extra = next(self._stored, None)
+        if extra is not None:
+            return ("tree", int(extra[0]), None, f"tree row {extra[0]} has no event: the tree was changed")
+        return None
+
+
+class LogCheck:
+    """The stored ``(position, body, prev_head, head)`` rows read as ``resolve`` reads them
+    (gamma.storage._read) under the log's rules (gamma.core.logcheck), a chunk at a time:
+    what is held between chunks is the index of ids and facts, not the events."""
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._index = MemoryIndex()
+        self._since = 0
+        self._prev = GENESIS_HEX
+
+    def feed(self, rows: Sequence[tuple[int, str, str, str]]) -> _Problem | None:
+        try:
+            events, heads = check_stored(
+                rows, since=self._since, prev=self._prev, index=self._index, source=self._source
+            )
+        except IntegrityError as exc:
+            match = _POSITION.search(str(exc).removeprefix(self._source))
+            position = int(match.group(1)) if match else None
+            found = [row for row in rows if row[0] == position]
+            event = _body_id(found[0][1]) if found else None
+            return "invalid", position, event, f"{exc} (event {event}; resolve refuses this store)"
+        for accepted in events:
+            self._index.add(accepted)
+        self._since += len(events)
+        if heads:
+            self._prev = heads[-1].hex()
+        return None
 
 
 def _report(
@@ -379,7 +466,7 @@ def _classify_link(row: ChainRow, previous: ChainRow | None, lookup: RowLookup) 
 def _column_problem(row: ChainRow) -> _Problem | None:
     """The lookup columns must say what the body says (appends trust them)."""
     try:
-        body = json.loads(row.body)
+        body = orjson.loads(row.body)
         ts_us = ts_micros(parse_ts(body["ts"]))
     except (ValueError, KeyError, TypeError):
         body, ts_us = None, None
@@ -411,6 +498,15 @@ def _column_problem(row: ChainRow) -> _Problem | None:
                 ),
             )
     return None
+
+
+def _body_id(body: str) -> str | None:
+    try:
+        found = orjson.loads(body)
+    except ValueError:
+        return None
+    value = found.get("id") if isinstance(found, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _event_id(row: ChainRow) -> str:
