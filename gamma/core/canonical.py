@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ import orjson
 
 from gamma.core.errors import ValueTypeError
 
-__all__ = ["canonical_json", "canonical_text", "canonical_list", "canonical_records", "canonical_bytes", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "MAX_SAFE_INT"]
+__all__ = ["canonical_json", "canonical_text", "canonical_list", "canonical_records", "canonical_bytes", "compact_json", "parse_at", "sha256_hex", "digest_of", "parse_ts", "format_ts", "unsafe_character", "MAX_SAFE_INT"]
 
 MAX_SAFE_INT = 2**53 - 1
 
@@ -28,6 +29,18 @@ _RFC3339 = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
     r"(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))"
 )
+
+
+def unsafe_character(text: str) -> str | None:
+    """The first control, format (Cf: bidi, zero-width, tag) or unassigned-surrogate character
+    of ``text``, as ``U+XXXX``, or None. Names (ids, keys, roles, actors, scopes, a policy's
+    levels and writers) refuse them."""
+    if text.isprintable():  # printable excludes every category refused below
+        return None
+    for char in text:
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            return f"U+{ord(char):04X}"
+    return None
 
 
 def canonical_json(obj: Any) -> str:

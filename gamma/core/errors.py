@@ -19,6 +19,7 @@ __all__ = [
     "TimestampOrderError",
     "PolicyError",
     "ActorError",
+    "LimitError",
     "StoreError",
     "StoreBusyError",
     "IntegrityError",
@@ -108,6 +109,10 @@ class PolicyError(InputError):
 
 class ActorError(InputError):
     """The actor (request context) is malformed."""
+
+
+class LimitError(InputError):
+    """Input past one of the limits SPEC §18 states (nesting, line, string or context size)."""
 
 
 class StoreError(GammaError):

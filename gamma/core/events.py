@@ -3,13 +3,15 @@
 Validation is whole-input and names the culprit: the source, the 1-based physical line and
 the dotted field. Each line comes in one of three ways (``plain``, ``fastpath``, or the
 strict ``strictjson`` decoder and the converter), all giving the same event or the same
-error; the log-level rules (``logcheck``) run once over the whole input.
+error; the log-level rules (``logcheck``) run once over the whole input. The limits of SPEC §18
+(a line's bytes, a string's bytes) are checked at the door, and a file is read so that no
+line past the limit is ever held whole.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
-import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -17,8 +19,9 @@ from typing import IO, Any
 
 import attrs
 import cattrs
+import orjson
 
-from gamma.core.canonical import canonical_json, compact_json, format_ts
+from gamma.core.canonical import canonical_json, compact_json, format_ts, unsafe_character
 from gamma.core.chain import GENESIS, step_bytes
 from gamma.core.collector import collector_paused
 from gamma.core.convert import check_keys, converter, first_failure
@@ -26,6 +29,7 @@ from gamma.core.errors import (
     ActorError,
     InputError,
     JSONSyntaxError,
+    LimitError,
     MissingFieldError,
     PolicyError,
     TimestampOrderError,
@@ -33,6 +37,7 @@ from gamma.core.errors import (
     ValueTypeError,
 )
 from gamma.core.fastpath import CANONICAL_TS, SCOPE_SYNTAX, fast_event, fast_line
+from gamma.core.limits import MAX_LINE_BYTES, MAX_STRING_BYTES
 from gamma.core.logcheck import LogIndex, check_events
 from gamma.core.merkle import TreeBuilder, TreeHead
 from gamma.core.model import (
@@ -60,6 +65,9 @@ __all__ = [
     "dump_events",
     "parse_actor",
     "check_scope",
+    "check_line",
+    "check_strings",
+    "read_log",
     "unsafe_character",
     "EMPTY_FILE",
 ]
@@ -97,11 +105,21 @@ def event_from_json(
         known = ", ".join(sorted(EVENT_TYPES))
         raise fail(UnknownFieldError, f"unknown event type {kind!r} (known: {known})", "type")
     event = fast_event(obj, policy)
-    if event is not None:
-        return event
-    event = _strict_event(obj, cls, fail)
-    _check_semantics(event, policy, fail)
+    if event is None:
+        event = _strict_event(obj, cls, fail)
+        _check_semantics(event, policy, fail)
+    if _may_be_long(obj):
+        check_strings(event, source=source, line=line)
     return event
+
+
+def _may_be_long(obj: dict[str, Any]) -> bool:
+    """Whether a string of a decoded event may be past MAX_STRING_BYTES: its JSON (orjson, a
+    tenth of the check's cost) is at least as long as any of its strings in UTF-8."""
+    try:
+        return len(orjson.dumps(obj)) > MAX_STRING_BYTES
+    except TypeError:  # JSONEncodeError too (a lone surrogate, deep nesting): check them all
+        return True
 
 
 def _strict_event(obj: dict[str, Any], cls: type[Event], fail: Any) -> Event:
@@ -120,15 +138,51 @@ def _strict_event(obj: dict[str, Any], cls: type[Event], fail: Any) -> Event:
     return event
 
 
-def unsafe_character(text: str) -> str | None:
-    """The first control, format (Cf: bidi, zero-width, tag) or unassigned-surrogate character
-    of ``text``, as ``U+XXXX``, or None. Names (ids, keys, roles, actors, scopes) refuse them."""
-    if text.isprintable():  # printable excludes every category refused below
-        return None
-    for char in text:
-        if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
-            return f"U+{ord(char):04X}"
-    return None
+def check_strings(event: Event, *, source: str | None = None, line: int | None = None) -> None:
+    """Refuse a string of ``event`` past MAX_STRING_BYTES (SPEC §18), naming its field."""
+    for name in _STRING_FIELDS[type(event)]:
+        value = getattr(event, name)
+        if isinstance(value, Visibility):
+            for inner in ("roles", "actors", "clearance"):
+                _check_size(getattr(value, inner), f"visibility.{inner}", source, line)
+        else:
+            _check_size(value, name, source, line)
+
+
+_NOT_STRINGS = frozenset({"ts", "valid_from", "valid_until", "_canonical"})
+#: Per event class, the fields that hold strings (or tuples of them, or a Visibility).
+_STRING_FIELDS: dict[type[Event], tuple[str, ...]] = {
+    cls: tuple(field.name for field in attrs.fields(cls) if field.name not in _NOT_STRINGS)
+    for cls in EVENT_TYPES.values()
+}
+
+
+def _check_size(value: object, field: str, source: str | None, line: int | None) -> None:
+    if isinstance(value, tuple):
+        for index, item in enumerate(value):
+            _check_size(item, f"{field}[{index}]", source, line)
+    elif isinstance(value, str) and len(value) * 4 > MAX_STRING_BYTES:
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > MAX_STRING_BYTES:
+            raise LimitError(
+                f"a string of {size} bytes: at most {MAX_STRING_BYTES}", source=source, line=line,
+                field=field,
+            )
+
+
+def check_line(text: str | bytes, *, source: str | None, line: int) -> None:
+    """Refuse a line past MAX_LINE_BYTES (SPEC §18) before anything decodes it."""
+    size = len(text)
+    if isinstance(text, str) and size * 4 > MAX_LINE_BYTES:
+        size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_LINE_BYTES:
+        raise LimitError(
+            f"a line of more than {MAX_LINE_BYTES} bytes", source=source, line=line,
+        )
+
+
+#: Lines up to this length (characters or bytes) cannot break a limit: the check is skipped.
+_SHORT = MAX_STRING_BYTES // 4
 
 
 def _check_name(value: str, fail: Any, field: str) -> None:
@@ -231,6 +285,8 @@ def batch_objects(
         batch = batch.split("\n")
     for number, item in enumerate(batch, start=1):
         if isinstance(item, str):
+            if len(item) > _SHORT:
+                check_line(item, source=source, line=number)
             if item.strip():
                 yield number, decode_json(item, source=source, line=number), True
         elif isinstance(item, (Mapping, Event)):
@@ -256,6 +312,8 @@ def _as_json_object(
         text = json.dumps(obj, sort_keys=True, separators=(",", ":"))  # \u-escaped: surrogates show
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueTypeError(f"not a JSON event ({exc})", source=source, line=line) from None
+    if len(text) > _SHORT:
+        check_line(text, source=source, line=line)
     return decode_json(text, source=source, line=line)
 
 
@@ -346,6 +404,9 @@ def _parse_lines(
     cut: tuple[int, tuple[str, TreeHead]] | None = None  # the heads of the prefix heard by then
     with collector_paused():
         for number, text in enumerate(lines, start=1):
+            long = len(text) > _SHORT
+            if long:
+                check_line(text, source=source, line=number)
             plain = plain_line(text, policy, known_plain=plain_input)
             if plain is not None:
                 event, data = plain
@@ -368,6 +429,8 @@ def _parse_lines(
                 data = canonical_event(event).encode("utf-8")
                 if not keep_text:
                     object.__setattr__(event, "_canonical", None)
+            if long:
+                check_strings(event, source=source, line=number)
             if resolve_at is not None and cut is None and event.ts > resolve_at:
                 cut = (len(events), (chain.hex(), tree.head()))  # before this event is hashed
             append(event)
@@ -406,20 +469,52 @@ def load_for_resolution(
 
 def _load(path: Path, policy: Policy, resolve_at: datetime | None) -> tuple[Event, ...]:
     try:
-        data = path.read_bytes()
+        with path.open("rb") as stream:
+            data = read_log(stream, source=str(path))
     except OSError as exc:
         raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
     if not data:
         raise InputError(EMPTY_FILE, source=str(path))
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            decode_lines(data, source=str(path))  # raises, naming the first line not UTF-8
     return _parse_lines(
         _byte_lines(data), policy=policy, index=None, source=str(path), plain_input=is_plain(data),
         resolve_at=resolve_at,
     )  # fmt: skip
+
+
+def read_log(stream: IO[bytes], *, source: str | None = None) -> bytes:
+    """All of a log's bytes, read so that no line is held past MAX_LINE_BYTES + 1 bytes (an
+    endless line, ``/dev/zero``, fails after that many) and checked as UTF-8 as they come (a
+    stream of random bytes fails at its first line not UTF-8, as a file of them does).
+
+    Each read takes at most what the current line may still hold plus one byte, so every line
+    read whole is within the limit and the limit is seen the moment a line passes it.
+    """
+    chunks: list[bytes] = []
+    pending = 0  # bytes of the current, unfinished line read so far
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    while True:
+        chunk = stream.read(MAX_LINE_BYTES + 1 - pending)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if not chunk.isascii() or utf8.getstate()[0]:
+            try:
+                utf8.decode(chunk)
+            except UnicodeDecodeError as exc:
+                decode_lines(b"".join(chunks), source=source)  # raises, naming the line
+                raise JSONSyntaxError(f"not UTF-8: {exc.reason}", source=source) from None
+        cut = chunk.rfind(b"\n")
+        pending = pending + len(chunk) if cut < 0 else len(chunk) - cut - 1
+        if pending > MAX_LINE_BYTES:
+            line = 1 + sum(part.count(b"\n") for part in chunks)
+            raise LimitError(
+                f"a line of more than {MAX_LINE_BYTES} bytes", source=source, line=line
+            )
+    data = b"".join(chunks)
+    del chunks
+    if utf8.getstate()[0]:  # the file ends inside a character
+        decode_lines(data, source=source)
+    return data
 
 
 def _byte_lines(data: bytes) -> Iterator[bytes]:

@@ -2,7 +2,9 @@
 
 A policy is TOML (``policies/default.toml``); every key is optional and
 defaults to the built-in default. Its digest is the sha256 of the canonical
-JSON of the normalised policy, so an equivalent file has the same digest.
+JSON of the normalised policy, so an equivalent file has the same digest. Every field has a
+stated range (SPEC §18), checked here, so that nothing later (an append's clock arithmetic,
+a writer's lookup) meets a value it cannot handle.
 """
 
 from __future__ import annotations
@@ -14,10 +16,21 @@ from typing import Any, Literal
 
 import attrs
 
-from gamma.core.canonical import digest_of
+from gamma.core.canonical import digest_of, unsafe_character
 from gamma.core.errors import PolicyError
+from gamma.core.limits import MAX_POLICY_BYTES
 
-__all__ = ["Policy", "DEFAULT_POLICY", "load_policy", "parse_policy"]
+__all__ = [
+    "Policy",
+    "DEFAULT_POLICY",
+    "load_policy",
+    "parse_policy",
+    "MAX_CLOCK_SKEW",
+    "MAX_KEY_PARTS",
+    "MAX_LEVELS",
+    "MAX_NAME_BYTES",
+    "MAX_WRITERS",
+]
 
 _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "authority": {"ladder": list, "default": str, "writer_default": str, "over_claim": str},
@@ -30,6 +43,15 @@ _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
 
 DEFAULT_CLOCK_SKEW = 300
 """Seconds an appended event's ``ts`` may be ahead of the store's clock."""
+MAX_CLOCK_SKEW = 86_400
+"""A day: more is no clock's skew but a writer dating facts ahead (and the clock plus it stays
+far from ``datetime.max``, so no append can overflow)."""
+MAX_LEVELS = 64
+"""Levels of one ladder."""
+MAX_NAME_BYTES = 1024
+"""UTF-8 bytes of a level name or a writer pattern."""
+MAX_WRITERS = 10_000
+"""Entries of ``[writers]`` (each writer's rank is a scan of them, once per writer)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -58,11 +80,21 @@ class Policy:
     over_claim: Literal["cap", "refuse"] = "cap"
     # how far (seconds) an appended ts may be ahead of the store's clock; the store reads the
     # clock, never the resolver
-    clock_skew_seconds: int = DEFAULT_CLOCK_SKEW
+    clock_skew_seconds: int = attrs.field(default=DEFAULT_CLOCK_SKEW)
     _authority_rank: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
     _clearance_rank: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
     _writer_cache: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
     digest: str = attrs.field(init=False, eq=False, repr=False)
+
+    @clock_skew_seconds.validator
+    def _skew_in_range(self, _: object, value: int) -> None:
+        """Also for a Policy built in Python: past the range, an append's clock arithmetic
+        would overflow."""
+        if type(value) is not int or not 0 <= value <= MAX_CLOCK_SKEW:
+            raise PolicyError(
+                f"expected a number of seconds from 0 to {MAX_CLOCK_SKEW}, got {_shown(value)}",
+                field="store.clock_skew_seconds",
+            )
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(
@@ -165,7 +197,9 @@ def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy TOML file; raise PolicyError naming line and field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as stream:
+            data = stream.read(MAX_POLICY_BYTES + 1)  # never more, whatever the file is
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"cannot read policy: {exc}", source=str(path)) from None
     return parse_policy(text, source=str(path))
@@ -173,11 +207,18 @@ def load_policy(path: str | Path) -> Policy:
 
 def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     """Validate policy TOML text into a Policy."""
+    if len(text) > MAX_POLICY_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_POLICY_BYTES:
+        raise PolicyError(f"a policy is at most {MAX_POLICY_BYTES} bytes", source=source)
+    _check_dotted_keys(text, source=source)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         line = _toml_error_line(str(exc))
         raise PolicyError(f"invalid TOML: {exc}", source=source, line=line) from None
+    except RecursionError:  # arrays or inline tables nested hundreds deep: no policy has them
+        raise PolicyError("invalid TOML: nested too deeply", source=source) from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise PolicyError(f"invalid TOML: {exc}", source=source) from None
     return _from_data(data, source=source, text=text)
 
 
@@ -191,16 +232,20 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
     values: dict[str, Any] = {}
     writers: dict[str, str] = {}
     for table, entries in data.items():
+        if table == "writers" and isinstance(entries, dict) and len(entries) > MAX_WRITERS:
+            raise fail(f"at most {MAX_WRITERS} writers, got {len(entries)}", table)
         if not isinstance(entries, dict):
             line = _line_of(text, None, table)
             raise PolicyError("unknown top-level key; keys belong in tables", source=source, line=line, field=table)
         if table == "writers":
             for key, value in entries.items():
                 if not isinstance(value, str):
-                    raise fail(f"expected an authority level, got {value!r}", table, key)
-                if not key or "*" in key[:-1]:
+                    raise fail(f"expected an authority level, got {_shown(value)}", table, key)
+                if not key or "*" in key[:-1] or _bad_name(key):
                     raise fail(
-                        f"invalid writer {key!r}: an actor id, or a prefix ending in '*'", table, key
+                        f"invalid writer {_shown(key)}: an actor id, or a prefix ending in '*'"
+                        f" ({_NAME_RULE})",
+                        table, key,
                     )
                 writers[key] = value
             continue
@@ -209,9 +254,9 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
         for key, value in entries.items():
             expected = _SCHEMA[table].get(key)
             if expected is None:
-                raise fail(f"unknown key {key!r}", table, key)
+                raise fail(f"unknown key {_shown(key)}", table, key)
             if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
-                raise fail(f"expected {_type_name(expected)}, got {value!r}", table, key)
+                raise fail(f"expected {_type_name(expected)}, got {_shown(value)}", table, key)
             values[f"{table}.{key}"] = value
 
     base = DEFAULT_POLICY
@@ -226,26 +271,29 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
         if default not in ladder:
             written = f"{table}.default" in values
             message = (
-                f"unknown {table} level {default!r}"
+                f"unknown {table} level {_shown(default)}"
                 if written
-                else f"the ladder lacks the built-in default {default!r}: set {table}.default"
+                else f"the ladder lacks the built-in default {_shown(default)}: set {table}.default"
             )
             raise fail(message, table, "default" if written else "ladder")
     for key, level in writers.items():
         if level not in authority_ladder:
-            raise fail(f"unknown authority level {level!r}", "writers", key)
+            raise fail(f"unknown authority level {_shown(level)}", "writers", key)
     writer_default = values.get("authority.writer_default")
     if writer_default is not None and writer_default not in authority_ladder:
-        raise fail(f"unknown authority level {writer_default!r}", "authority", "writer_default")
+        raise fail(f"unknown authority level {_shown(writer_default)}", "authority", "writer_default")
     over_claim = values.get("authority.over_claim", "cap")
     if over_claim not in ("cap", "refuse"):
-        raise fail(f"expected 'cap' or 'refuse', got {over_claim!r}", "authority", "over_claim")
+        raise fail(f"expected 'cap' or 'refuse', got {_shown(over_claim)}", "authority", "over_claim")
     skew = values.get("store.clock_skew_seconds", DEFAULT_CLOCK_SKEW)
-    if skew < 0:
-        raise fail(f"expected a number of seconds >= 0, got {skew!r}", "store", "clock_skew_seconds")
+    if not 0 <= skew <= MAX_CLOCK_SKEW:
+        raise fail(
+            f"expected a number of seconds from 0 to {MAX_CLOCK_SKEW}, got {_shown(skew)}",
+            "store", "clock_skew_seconds",
+        )
     mode = values.get("dependencies.mode", base.dependency_mode)
     if mode not in ("exclude", "flag"):
-        raise fail(f"expected 'exclude' or 'flag', got {mode!r}", "dependencies", "mode")
+        raise fail(f"expected 'exclude' or 'flag', got {_shown(mode)}", "dependencies", "mode")
     return Policy(
         authority_ladder=authority_ladder,
         authority_default=authority_default,
@@ -266,12 +314,35 @@ def _ladder(value: Any, default: tuple[str, ...], fail: Any, table: str) -> tupl
         return default
     if not value:
         raise fail("a ladder needs at least one level", table, "ladder")
+    if len(value) > MAX_LEVELS:
+        raise fail(f"a ladder has at most {MAX_LEVELS} levels, got {len(value)}", table, "ladder")
     for item in value:
-        if not isinstance(item, str) or not item:
-            raise fail(f"ladder levels must be non-empty strings, got {item!r}", table, "ladder")
+        if not isinstance(item, str) or not item or _bad_name(item):
+            raise fail(f"ladder levels must be {_NAME_RULE}, got {_shown(item)}", table, "ladder")
     if len(set(value)) != len(value):
         raise fail("a ladder lists a level twice", table, "ladder")
     return tuple(value)
+
+
+_NAME_RULE = f"non-empty strings of at most {MAX_NAME_BYTES} bytes, no control character"
+
+
+def _bad_name(name: str) -> bool:
+    """A level or writer pattern too long, or holding a control or invisible character."""
+    return len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES or (
+        unsafe_character(name) is not None
+    )
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message, at most 80 characters: a nested table or list is named,
+    never walked (a TOML file can nest dotted keys thousands deep)."""
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _type_name(expected: type | tuple[type, ...]) -> str:
@@ -279,6 +350,26 @@ def _type_name(expected: type | tuple[type, ...]) -> str:
         list: "a list", str: "a string", bool: "true or false", int: "an integer"
     }
     return names.get(expected, str(expected))
+
+
+MAX_KEY_PARTS = 32
+"""Dots on one line outside strings and comments: a policy's keys have two parts, and
+tomllib's work on a dotted key grows with the square of its parts."""
+# what may hold a dot that is not a key's: strings (multi-line ones first) and comments
+_NOT_KEYS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
+
+
+def _check_dotted_keys(text: str, *, source: str) -> None:
+    """Refuse, before tomllib sees it, a line whose key has more than MAX_KEY_PARTS parts."""
+    if text.count(".") <= MAX_KEY_PARTS:
+        return
+    bare = _NOT_KEYS.sub(lambda m: "\n" * m.group().count("\n"), text)
+    for number, line in enumerate(bare.split("\n"), start=1):
+        if line.count(".") > MAX_KEY_PARTS:
+            raise PolicyError(
+                f"invalid TOML: a key of more than {MAX_KEY_PARTS} dotted parts",
+                source=source, line=number,
+            )
 
 
 def _toml_error_line(message: str) -> int | None:

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gamma.core.canonical import format_ts
-from gamma.core.errors import ValueTypeError
+from gamma.core.errors import LimitError, ValueTypeError
+from gamma.core.limits import MAX_CONTEXT_BYTES
 
 if TYPE_CHECKING:  # a type only: resolution imports this module to render itself
     from gamma.core.resolution import Resolution
@@ -95,7 +96,9 @@ def render_context(resolution: Resolution, *, keys: Iterable[str] | None = None)
     """The actor-facing block: binding facts, preferences, needs recheck, known unknowns.
 
     Linear in the admitted facts (plus one sort); ``keys`` keeps only the
-    facts and known unknowns of those keys (the block a turn needs).
+    facts and known unknowns of those keys (the block a turn needs). A block past
+    MAX_CONTEXT_BYTES is refused, never cut (SPEC §18): a cut block would drop binding facts
+    the model must obey without it knowing, so the caller narrows it (``keys``) instead.
     """
     actor = resolution.actor
     lines = [
@@ -131,7 +134,16 @@ def render_context(resolution: Resolution, *, keys: Iterable[str] | None = None)
     if unknown:
         lines.append("## Known unknowns")
         lines += [f"- {inert(key)}: no current value" for key in unknown]
-    return "\n".join(lines) + "\n"
+    block = "\n".join(lines) + "\n"
+    if len(block) * 4 > MAX_CONTEXT_BYTES:  # else its UTF-8 cannot be past the limit
+        size = len(block.encode("utf-8", "surrogatepass"))
+        if size > MAX_CONTEXT_BYTES:
+            raise LimitError(
+                f"the context block would be {size} bytes, past the limit of {MAX_CONTEXT_BYTES}:"
+                " it is refused, never cut (a cut would drop binding facts); ask for fewer keys",
+                field="context",
+            )
+    return block
 
 
 def render_text(resolution: Resolution) -> str:

@@ -1,8 +1,9 @@
 """JSON as SPEC §2 reads it: one document decoded strictly, the error naming line and field.
 
-No repeated key, NaN, Infinity or float; no integer past ±(2^53-1); no lone surrogate. This
-is the strict path every line the fast ways in are not sure of ends on, and what objects
-handed in from Python are held to.
+No repeated key, NaN, Infinity or float; no integer past ±(2^53-1); no lone surrogate; no
+more than ``MAX_DEPTH`` containers open at once (SPEC §18), refused before decoding so that
+nothing, here or later, recurses deeper. This is the strict path every line the fast ways
+in are not sure of ends on, and what objects handed in from Python are held to.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ import re
 from typing import Any
 
 from gamma.core.canonical import MAX_SAFE_INT
-from gamma.core.errors import InputError, JSONSyntaxError, ValueTypeError
+from gamma.core.errors import InputError, JSONSyntaxError, LimitError, ValueTypeError
+from gamma.core.limits import MAX_DEPTH
 
 __all__ = ["decode_json"]
 
 
 def decode_json(text: str, *, source: str | None = None, line: int | None = None) -> Any:
     """Parse one JSON document strictly: no duplicate keys, NaN, floats or unsafe integers."""
+    if text.count("[") + text.count("{") > MAX_DEPTH:  # else it cannot nest deeper: one scan each
+        _check_depth(text, source=source, line=line)
     refused: list[_Refused] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -69,6 +73,44 @@ def decode_json(text: str, *, source: str | None = None, line: int | None = None
     ):
         _check_scalars(value, source=source, line=line, path="")
     return value
+
+
+# a string (its escapes skipped, so no bracket inside it counts), maybe a key; or a bracket
+_TOKEN = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")(\s*:)?|[\[\]{}]')
+
+
+def _check_depth(text: str, *, source: str | None, line: int | None) -> None:
+    """Refuse a document nesting more than MAX_DEPTH containers, naming the field (the keys of
+    the objects on the way, as the other errors name it) where it goes past; one pass, no
+    recursion, whatever the depth."""
+    opened: list[str | None] = []  # per open container, the key it is the value of
+    key: str | None = None
+    for match in _TOKEN.finditer(text):
+        string = match.group(1)
+        if string is not None:
+            if match.group(2):
+                key = string
+            continue
+        if match.group() in "[{":
+            opened.append(key)
+            key = None
+            if len(opened) > MAX_DEPTH:
+                path = ".".join(_key_text(k) for k in opened if k is not None)
+                raise LimitError(
+                    f"JSON nested more than {MAX_DEPTH} deep", source=source, line=line,
+                    field=path or None,
+                )
+        elif opened:
+            opened.pop()
+            key = None
+
+
+def _key_text(token: str) -> str:
+    try:
+        key = json.loads(token)
+    except ValueError:  # a malformed escape: the decoder names it if the depth is fine
+        return token
+    return key if isinstance(key, str) else token
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
