@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the names as type checkers see them
         InputError,
         IntegrityError,
         JSONSyntaxError,
+        LimitError,
         MissingFieldError,
         PolicyError,
         StoreBusyError,
@@ -96,6 +97,7 @@ _LAZY = {
     "GammaError": "gamma.core.errors",
     "InputError": "gamma.core.errors",
     "IntegrityError": "gamma.core.errors",
+    "LimitError": "gamma.core.errors",
     "JSONSyntaxError": "gamma.core.errors",
     "MissingFieldError": "gamma.core.errors",
     "PolicyError": "gamma.core.errors",
@@ -237,4 +239,5 @@ __all__ = [
     "StoreError",
     "StoreBusyError",
     "IntegrityError",
+    "LimitError",
 ]

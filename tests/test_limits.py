@@ -28,7 +28,7 @@ from gamma import (
     parse_events,
     parse_policy,
 )
-from gamma.core.events import batch_objects, event_from_json, read_log
+from gamma.core.events import batch_objects, event_from_json, read_bounded
 from gamma.core.limits import (
     MAX_CONTEXT_BYTES,
     MAX_DEPTH,
@@ -138,7 +138,7 @@ class _Endless:
 def test_an_endless_line_fails_after_the_limit_plus_one_byte() -> None:
     stream = _Endless()
     with pytest.raises(InputError) as info:
-        read_log(stream, source="<zero>")  # type: ignore[arg-type]
+        read_bounded(stream, source="<zero>")  # type: ignore[arg-type]
     assert info.value.line == 1 and str(MAX_LINE_BYTES) in info.value.message
     assert stream.taken == MAX_LINE_BYTES + 1
 

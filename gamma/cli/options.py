@@ -24,6 +24,7 @@ from gamma.core.events import (
     load_for_resolution,
     parse_actor,
     parse_events,
+    read_bounded,
 )
 from gamma.core.model import Actor, Assert, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
@@ -128,15 +129,18 @@ def read_stdin(what: str) -> bytes:
         raise click.UsageError(f"{claimed[0]} and {what} both read -: only one may be standard input")
     claimed.append(what)
     with click.open_file("-", "rb") as stream:
-        data: bytes = stream.read()
-    return data
+        return read_bounded(stream, source=STDIN_SOURCE)  # no line held past the limit
 
 
 def read_text(value: str, what: str) -> tuple[str, str]:
     """(text, source) of a file or, for ``-``, of standard input, decoded as UTF-8."""
     source = STDIN_SOURCE if value == STDIN else value
     try:
-        raw = read_stdin(what) if value == STDIN else Path(value).read_bytes()
+        if value == STDIN:
+            raw = read_stdin(what)
+        else:
+            with Path(value).open("rb") as stream:  # /dev/zero: refused one line past the limit
+                raw = read_bounded(stream, source=source)
         return raw.decode("utf-8"), source
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=source) from None

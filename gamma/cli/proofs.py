@@ -24,6 +24,7 @@ from gamma.cli import exit_with
 from gamma.cli.logs import command
 from gamma.core.canonical import canonical_json
 from gamma.core.errors import InputError
+from gamma.core.events import read_bounded
 from gamma.core.strictjson import decode_json
 from gamma.storage.proofs import (
     parse_consistency,
@@ -48,11 +49,9 @@ _LOG = click.Path(dir_okay=False)
 
 def read_text(path: str, what: str) -> str:
     """A file's text (``-``: stdin), as an InputError naming the file when unreadable."""
-    if path == "-":
-        return sys.stdin.read()
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_bytes(path, what).decode("utf-8")
+    except UnicodeDecodeError as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise InputError(f"cannot read {what}: {reason}", source=path) from None
 
@@ -60,10 +59,11 @@ def read_text(path: str, what: str) -> str:
 def read_bytes(path: str, what: str) -> bytes:
     """A file's bytes (``-``: stdin), unchanged: a signed note is read without newline
     translation, so a CR or CRLF note reaches the note's rules and is refused there."""
-    if path == "-":
-        return sys.stdin.buffer.read()
     try:
-        return Path(path).read_bytes()
+        if path == "-":
+            return read_bounded(sys.stdin.buffer, source="<stdin>")
+        with Path(path).open("rb") as stream:  # no line held past the limit (/dev/zero)
+            return read_bounded(stream, source=path)
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=path) from None
 

@@ -20,7 +20,7 @@ from gamma.cli.logs import command
 from gamma.cli.options import STDIN, STDIN_SOURCE, read_log, read_policy, read_stdin
 from gamma.core.canonical import canonical_json, parse_ts
 from gamma.core.errors import InputError
-from gamma.core.events import canonical_event, decode_lines
+from gamma.core.events import canonical_event, decode_lines, read_bounded
 from gamma.storage.migrations import LATEST
 from gamma.storage.sources import verify_path
 from gamma.storage.store import Store, check_key, is_store
@@ -137,7 +137,7 @@ def append_command(store: str, file: str, key_file: str | None) -> None:
         source = "<stdin>" if file == "-" else file
         try:
             with click.open_file(file, "rb") as stream:
-                raw = stream.read()
+                raw = read_bounded(stream, source=source)  # no line held past the limit
         except OSError as exc:
             raise InputError(f"cannot read events: {exc.strerror}", source=source) from None
         lines = decode_lines(raw, source=source)

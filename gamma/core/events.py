@@ -67,7 +67,7 @@ __all__ = [
     "check_scope",
     "check_line",
     "check_strings",
-    "read_log",
+    "read_bounded",
     "unsafe_character",
     "EMPTY_FILE",
 ]
@@ -470,7 +470,7 @@ def load_for_resolution(
 def _load(path: Path, policy: Policy, resolve_at: datetime | None) -> tuple[Event, ...]:
     try:
         with path.open("rb") as stream:
-            data = read_log(stream, source=str(path))
+            data = read_bounded(stream, source=str(path))
     except OSError as exc:
         raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
     if not data:
@@ -481,7 +481,7 @@ def _load(path: Path, policy: Policy, resolve_at: datetime | None) -> tuple[Even
     )  # fmt: skip
 
 
-def read_log(stream: IO[bytes], *, source: str | None = None) -> bytes:
+def read_bounded(stream: IO[bytes], *, source: str | None = None) -> bytes:
     """All of a log's bytes, read so that no line is held past MAX_LINE_BYTES + 1 bytes (an
     endless line, ``/dev/zero``, fails after that many) and checked as UTF-8 as they come (a
     stream of random bytes fails at its first line not UTF-8, as a file of them does).

@@ -17,7 +17,6 @@ Verification checks integrity only: no policy is involved.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -30,7 +29,13 @@ from sqlite_utils import Database
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, GENESIS_HEX, keyed_step, step
 from gamma.core.errors import InputError, IntegrityError
-from gamma.core.events import EMPTY_FILE, canonical_event, decode_lines, event_from_json
+from gamma.core.events import (
+    EMPTY_FILE,
+    canonical_event,
+    decode_lines,
+    event_from_json,
+    read_bounded,
+)
 from gamma.core.logcheck import MemoryIndex
 from gamma.core.merkle import CompactRange, leaf_hash
 from gamma.core.policy import Policy
@@ -511,7 +516,7 @@ def _body_id(body: str) -> str | None:
 
 def _event_id(row: ChainRow) -> str:
     try:
-        body = json.loads(row.body)
+        body = orjson.loads(row.body)  # a C decoder bounded in depth: a hostile body is a ValueError
     except ValueError:
         return row.id
     found = body.get("id") if isinstance(body, dict) else None
@@ -553,7 +558,8 @@ def verify_file(
     path = Path(path)
     source = str(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as stream:
+            raw = read_bounded(stream, source=source)  # never more than one line past the limit
     except OSError as exc:
         raise InputError(f"cannot read log: {exc.strerror}", source=source) from None
     return verify_bytes(
