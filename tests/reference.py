@@ -336,12 +336,10 @@ class _Resolver:
             if f in winners:
                 continue
             code = "outranked" if self.r(f) < top else "overridden"
-            events = []
-            for w in winners:
-                commit = self.commit_of(w)
-                assert commit is not None
-                events.append(commit.id)
-            codes[f][code] = reason(code, events, winners)
+            first = min(winners)  # ties: the loser names the smallest-id winner
+            commit = self.commit_of(first)
+            assert commit is not None
+            codes[f][code] = reason(code, [commit.id], [first])
 
         # Phase 3: visibility.
         clearance = self.clearance_rank(self.actor["clearance"])

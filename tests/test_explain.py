@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import A, R, actor, log
 
 import gamma
-from gamma.audit.explain import apply_changes, explain
+from gamma.audit.explain import Checker, Index, apply_changes, explain, explain_in
 from gamma.cli import main
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
@@ -136,3 +137,50 @@ def test_actor_view_shows_no_value_of_a_visible_excluded_fact() -> None:
     assert '"10%"' not in actor_view.to_json() + actor_view.render()
     assert '"10%"' in explain(EVENTS, "F2", ALICE, AT, auditor=True).render()
     assert '"15%"' in explain(EVENTS, "F3", ALICE, AT).render()  # admitted: shown
+
+
+# -- linear output (issue 26 part 4) -----------------------------------------------------
+
+
+def _lattice(depth: int) -> tuple[gamma.Event, ...]:
+    """Two facts per level, each depending on both of the level below: 2^depth paths."""
+    events = [A("L0a", "k0a", 0), A("L0b", "k0b", 0)]
+    for i in range(1, depth):
+        deps = [f"L{i - 1}a", f"L{i - 1}b"]
+        events += [A(f"L{i}a", f"k{i}a", i, depends_on=deps), A(f"L{i}b", f"k{i}b", i, depends_on=deps)]
+    return log(*events, R("L0a"))
+
+
+def test_the_tree_lists_each_ancestor_once() -> None:
+    """A nested tree copied every path (2^24 nodes here); the tree names direct dependencies
+    and ``upstream`` every further ancestor once, each naming its own dependencies by id."""
+    events = _lattice(24)
+    ex = explain(events, "L23a", actor(), "2030-01-01T00:00:00Z")
+    assert ex.tree is not None and [c.fact for c in ex.tree.children] == ["L22a", "L22b"]
+    assert ex.tree.children[0].depends_on == ("L21a", "L21b")
+    assert [n.fact for n in ex.upstream][:2] == ["L21a", "L21b"]
+    assert len(ex.upstream) == 2 * 22 and len({n.fact for n in ex.upstream}) == 2 * 22
+    assert len(ex.to_json()) < 20_000
+    assert "dependency_invalidated" in ex.codes and ex.changes  # a fix still found
+    # a step for an ancestor names the one edge it was reached by, not the whole path
+    assert all(s.did.count("<-") <= 2 for s in ex.timeline)
+
+
+def test_a_fix_reads_as_a_sentence() -> None:
+    text = explain(EVENTS, "F13", ALICE, AT).render()
+    assert ("retracted (from e14) would not apply if asked before 2026-03-01T09:14:00Z;"
+            " checked by resolving again with that change.") in text
+    f8 = explain(EVENTS, "F8", ALICE, AT, auditor=True).render()
+    assert "if the actor holds clearance confidential and if F8 were granted to" in f8
+
+
+def test_a_spent_budget_is_said_not_hidden() -> None:
+    """Past the re-resolution budget a fact's changes are left out and it says so."""
+    index = Index.build(EVENTS, RES, gamma.DEFAULT_POLICY)
+    spent = Checker.for_log(EVENTS, RES, gamma.DEFAULT_POLICY)
+    spent.left = 0
+    ex = explain_in(index, "F13", auditor=False, checker=spent)
+    assert ex.changes == () and not ex.complete
+    assert "budget ran out" in ex.render()
+    full = explain_in(index, "F13", auditor=False, checker=Checker.for_log(EVENTS, RES, gamma.DEFAULT_POLICY))
+    assert full.changes and full.complete

@@ -71,6 +71,27 @@ def test_self_contained_and_lists_every_fact() -> None:
     assert page.count("<svg") >= len(res.admitted)
 
 
+def test_reads_without_help() -> None:
+    """One legend for every timeline, a labelled axis, the comparison before the facts, and
+    a fix in words (issue 32)."""
+    events = gamma.load_events(EXAMPLE / "acme.jsonl")
+    alice = json.loads((EXAMPLE / "alice.json").read_text())
+    page = report(events, alice, AT, compare="2026-03-01T09:30:00Z")
+    assert page.count('class="legend"') == 1 and "Reading a timeline" in page
+    assert page.count("log order →") >= page.count('<svg class="timeline"') > 0
+    assert page.index('id="compare"') < page.index('id="admitted"') < page.index('id="excluded"')
+    assert "would not apply if asked before" in page and '{"kind"' not in page
+
+
+def test_each_fact_is_rendered_once_with_its_dependencies_by_id() -> None:
+    """A chain's report names each link's direct dependency, not the chain below it."""
+    links = [A("F0", "k0", 0)] + [A(f"F{i}", f"k{i}", i, depends_on=[f"F{i - 1}"]) for i in range(1, 60)]
+    page = report(log(*links, R("F0")), actor(), "2030-01-01T00:00:00Z")
+    assert page.count('<details class="explain"') == 60
+    assert page.count("F30 dependency_invalidated &lt;- F29") == 1
+    assert "F28" not in page.split('data-fact="F30"')[2].split("</details>")[0]
+
+
 def test_cli_report(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     args = ["report", str(EXAMPLE / "acme.jsonl"), "--actor", str(EXAMPLE / "alice.json"),

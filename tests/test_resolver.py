@@ -729,7 +729,19 @@ class TestPrecedence:
             policy=MULTIVALUE,
         )
         assert admitted_ids(res) == ["F1", "F2"]
-        assert reason(res, "F3", "outranked") == (("e1", "e2"), ("F1", "F2"))
+        # the loser names one winner, the smallest id (linear output, SPEC §5)
+        assert reason(res, "F3", "outranked") == (("e1",), ("F1",))
+
+    def test_a_tie_loser_names_the_smallest_id_winner(self) -> None:
+        """Not the first asserted: F9 comes first in the log, but F0 < F9."""
+        res = run(
+            A("F9", "k", "v1"),
+            A("F0", "k", "v2"),
+            A("F3", "k", "v3", authority="subordinate"),
+            policy=MULTIVALUE,
+        )
+        assert admitted_ids(res) == ["F0", "F9"]
+        assert reason(res, "F3", "outranked") == (("e2",), ("F0",))
 
     def test_precedence_is_per_key(self) -> None:
         """A higher-authority fact of another key outranks nothing."""
@@ -1256,12 +1268,18 @@ class TestFailClosed:
 class TestPythonCallersGetGammaErrors:
     """SPEC §2: from Python, a bad time or render format is a gamma.InputError naming the field."""
 
-    @pytest.mark.parametrize("at", ["2026-03-02", datetime(2026, 3, 2, 10), 20260302, None])
+    @pytest.mark.parametrize("at", ["2026-03-02", datetime(2026, 3, 2, 10)])
     def test_bad_at(self, at: object) -> None:
-        """A date without a time, a naive datetime or a non-string is an input error on ``at``."""
+        """A date without a time or a naive datetime is an input error on ``at``."""
         with pytest.raises(InputError) as caught:
             resolve(log(A("F1", "k", "v")), actor(), at)  # type: ignore[arg-type]
         assert caught.value.field == "at"
+
+    @pytest.mark.parametrize("at", [20260302, None])
+    def test_wrong_type_of_at(self, at: object) -> None:
+        """Neither a string nor a datetime: a TypeError naming ``at`` (issue 26 part 7)."""
+        with pytest.raises(TypeError, match=r"resolve\(\): at must be"):
+            resolve(log(A("F1", "k", "v")), actor(), at)  # type: ignore[arg-type]
 
     def test_aware_datetime_and_string_agree(self) -> None:
         """An aware datetime and its RFC 3339 string are the same instant, the same bytes."""
@@ -1320,7 +1338,7 @@ class TestHandBuiltEvents:
         assert caught.value.field == field and "events[0] (id" in str(caught.value)
 
     def test_not_an_event(self) -> None:
-        with pytest.raises(InputError, match=r"events\[0\]: not an event"):
+        with pytest.raises(TypeError, match=r"resolve\(\): events must be"):
             resolve([{"type": "assert"}], actor(), AT)  # type: ignore[list-item]
 
     def test_ts_going_backwards(self) -> None:

@@ -8,11 +8,18 @@ The actor's view never shows more than the resolution already does: for a fact h
 from the actor (``access_denied``, ``dependency_restricted``, ``tenant_isolation``) only
 the codes and the events the resolution names; no value, writer, time or counterfactual
 (which would reveal the visibility rule). ``auditor=True`` shows everything.
+
+Work and output are linear in the log (SPEC §5, output size): the log is indexed once, a timeline
+visits only the events that can bear on the fact, the dependency tree names each fact's
+direct dependencies and lists every further ancestor once, by id (no nested copy of a
+chain per node, no recursion on the log's graph), and counterfactual re-resolutions draw
+on a budget proportional to the log.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,10 +35,16 @@ from gamma.core.render import EXPLANATIONS, inert
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
 
-__all__ = ["Step", "Counterfactual", "Node", "Explanation", "explain", "apply_changes"]
+__all__ = ["Step", "Counterfactual", "Node", "Explanation", "Index", "Checker", "explain", "explain_in",
+           "apply_changes"]
 
 _HIDDEN = frozenset({"access_denied", "dependency_restricted", "tenant_isolation"})
 _TICK = timedelta(microseconds=1)
+# Counterfactual re-resolutions per explanation (or per report): this many times the log's
+# events, plus a fixed allowance so that small logs try every candidate.
+_BUDGET_TIMES = 8
+_BUDGET_EVENTS = 1 << 15
+_ANSWERS_KEPT = 2  # re-resolutions kept for reuse (a change shared by many facts)
 
 
 @attrs.frozen(kw_only=True)
@@ -58,11 +71,13 @@ class Counterfactual:
 
 @attrs.frozen(kw_only=True)
 class Node:
-    """A fact in a dependency tree with its codes at t."""
+    """A fact in a dependency tree with its codes at t; ``depends_on`` names its own
+    dependencies by id (``children`` is filled on the explained fact only)."""
 
     fact: str
     codes: tuple[str, ...]
     children: tuple[Node, ...] = ()
+    depends_on: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -79,6 +94,10 @@ class Explanation:
     changes: tuple[Counterfactual, ...]
     auditor: bool
     hidden: bool
+    # every further ancestor once (breadth first), each naming its dependencies by id
+    upstream: tuple[Node, ...] = ()
+    # False when the counterfactual budget ran out before every candidate change was tried
+    complete: bool = True
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -110,28 +129,62 @@ class Explanation:
             out.append(f"  {pos:>4}  {where}: {_line(s.did)}")
         if self.tree is not None:
             out.append("DEPENDENCIES")
-            out += _tree_lines(self.tree, 1)
+            out.append(_node_line(self.tree, 1))
+            out += [_node_line(child, 2) for child in self.tree.children]
+            if self.upstream:
+                out.append("  further upstream:")
+                out += [_node_line(node, 2) for node in self.upstream]
         if self.decision == "excluded":
             out.append("WHAT WOULD CHANGE IT")
-            if not self.changes:
+            if not self.changes and not self.complete:
+                out.append("  (not worked out here: the re-resolution budget ran out; "
+                           "gamma explain on this fact alone tries every candidate)")
+            elif not self.changes:
                 out.append("  (nothing the actor's view may show)" if self.hidden and not self.auditor
                            else "  (nothing: no change of input removes these codes)")
+            causes = {r.code: r.events for r in self.reasons}
             for c in self.changes:
-                out.append(f"  {c.code}: " + " and ".join(compact_json(x) for x in c.changes))
+                why = f" (from {', '.join(inert(e) for e in causes[c.code])})" if causes.get(c.code) else ""
+                out.append(f"  {c.code}{why} would not apply " + " and ".join(_phrase(x) for x in c.changes)
+                           + "; checked by resolving again with that change.")
         elif self.hidden:
             out.append("  (details withheld from this actor)")
         return "\n".join(out) + "\n"
+
+
+def _phrase(change: dict[str, str]) -> str:
+    """One change of input as words (the JSON form is in ``changes``)."""
+    kind = change["kind"]
+    fact = inert(change.get("fact", ""))
+    by = f" by a writer of authority {inert(change['authority'])}" if change.get("authority") else ""
+    if kind == "at":
+        return (f"if asked before {change['before']}" if "before" in change
+                else f"if asked at {change['at_least']} or later")
+    if kind == "scope":
+        return f"if the actor works in scope {inert(change['within'])}"
+    if kind == "clearance":
+        return f"if the actor holds clearance {inert(change['at_least'])}"
+    if kind == "role":
+        return f"if the actor holds role {inert(change['role'])}"
+    if kind == "authority":
+        return f"if {fact} had been asserted with authority {inert(change['at_least'])}"
+    if kind == "without_event":
+        return f"if event {inert(change['event'])} were not in the log"
+    if kind == "promote":
+        return f"if {fact} were committed by a promote{by}"
+    if kind == "grant":
+        to = f"role {inert(change['role'])}" if change.get("role") else f"actor {inert(change.get('to_actor', ''))}"
+        return f"if {fact} were granted to {to}{by}"
+    return compact_json(change)
 
 
 def _line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
-def _tree_lines(node: Node, depth: int) -> list[str]:
-    lines = [f"{'  ' * depth}{inert(node.fact)} {', '.join(node.codes) or 'admitted'}"]
-    for child in node.children:
-        lines += _tree_lines(child, depth + 1)
-    return lines
+def _node_line(node: Node, depth: int) -> str:
+    deps = f" <- {', '.join(inert(d) for d in node.depends_on)}" if node.depends_on else ""
+    return f"{'  ' * depth}{inert(node.fact)} {', '.join(node.codes) or 'admitted'}{deps}"
 
 
 def _fact_reasons(resolution: Resolution, fact: str) -> tuple[str, tuple[Reason, ...]]:
@@ -141,6 +194,106 @@ def _fact_reasons(resolution: Resolution, fact: str) -> tuple[str, tuple[Reason,
     if excluded is None:
         return "unknown", ()
     return "excluded", excluded.reasons
+
+
+@attrs.frozen(kw_only=True)
+class Index:
+    """The log read once for any number of explanations against one resolution: where each
+    fact and key is named, so a timeline visits only the events that can bear on it."""
+
+    events: Sequence[Event]
+    res: Resolution
+    policy: Policy
+    asserts: dict[str, Assert]
+    assert_pos: dict[str, int]
+    own: dict[str, list[int]]  # events whose ``fact`` is the fact
+    naming: dict[str, list[int]]  # own, plus asserts naming it in ``supersedes``
+    by_key: dict[str, list[int]]  # asserts of the key, and grants/revokes of the whole key
+    by_id: dict[str, int]
+    cutoff: int  # the first position after t
+    hidden: frozenset[str]  # facts whose codes hide them from the actor
+    ignored_events: dict[str, list[str]]  # fact -> events ignored about it
+    ignored: frozenset[tuple[str, str | None]]
+
+    @classmethod
+    def build(cls, events: Sequence[Event], res: Resolution, policy: Policy) -> Index:
+        asserts: dict[str, Assert] = {}
+        assert_pos: dict[str, int] = {}
+        own: dict[str, list[int]] = {}
+        naming: dict[str, list[int]] = {}
+        by_key: dict[str, list[int]] = {}
+        by_id: dict[str, int] = {}
+        cutoff = len(events)
+        for pos, e in enumerate(events):
+            by_id[e.id] = pos
+            if cutoff == len(events) and e.ts > res.at:
+                cutoff = pos
+            fact = getattr(e, "fact", None)
+            if isinstance(fact, str):
+                own.setdefault(fact, []).append(pos)
+                naming.setdefault(fact, []).append(pos)
+            if isinstance(e, Assert):
+                asserts[e.fact] = e
+                assert_pos[e.fact] = pos
+                by_key.setdefault(e.key, []).append(pos)
+                for old in dict.fromkeys(e.supersedes or ()):
+                    if old != e.fact:
+                        naming.setdefault(old, []).append(pos)
+            elif isinstance(e, (Grant, Revoke)) and e.fact is None and e.key is not None:
+                by_key.setdefault(e.key, []).append(pos)
+        ignored_events: dict[str, list[str]] = {}
+        for i in res.ignored:
+            if i.fact is not None:
+                ignored_events.setdefault(i.fact, []).append(i.event)
+        hidden = frozenset(x.fact for x in res.excluded if {r.code for r in x.reasons} & _HIDDEN)
+        return cls(events=events, res=res, policy=policy, asserts=asserts, assert_pos=assert_pos,
+                   own=own, naming=naming, by_key=by_key, by_id=by_id, cutoff=cutoff,
+                   hidden=hidden, ignored_events=ignored_events,
+                   ignored=frozenset((i.event, i.fact) for i in res.ignored))
+
+
+@attrs.define
+class Checker:
+    """Re-resolves a candidate change, within a budget of events resolved (a constant times
+    the log, plus a fixed allowance for small logs) and reusing the last few answers, so
+    that explaining every fact of a log (the report) stays linear in the log."""
+
+    events: Sequence[Event]
+    actor: Actor
+    at: datetime
+    policy: Policy
+    left: int
+    answers: dict[str, Resolution | None] = attrs.Factory(dict)
+
+    @classmethod
+    def for_log(cls, events: Sequence[Event], res: Resolution, policy: Policy) -> Checker:
+        budget = _BUDGET_TIMES * (len(events) + 1) + _BUDGET_EVENTS
+        return cls(events=events, actor=res.actor, at=res.at, policy=policy, left=budget)
+
+    def removes(self, fact: str, code: str, changes: Sequence[dict[str, str]]) -> bool | None:
+        """Whether ``changes`` remove ``code`` from ``fact``; None when the budget is spent."""
+        key = compact_json(list(changes))
+        if key not in self.answers:
+            cost = len(self.events) + 1
+            if cost > self.left:
+                return None
+            self.left -= cost
+            if len(self.answers) >= _ANSWERS_KEPT:
+                del self.answers[next(iter(self.answers))]
+            self.answers[key] = self._resolve(changes)
+        res = self.answers[key]
+        if res is None:
+            return False
+        excluded = res.excluded_fact(fact)
+        present = res.admitted_fact(fact) is not None or excluded is not None
+        return present and (excluded is None or code not in excluded.codes)
+
+    def _resolve(self, changes: Sequence[dict[str, str]]) -> Resolution | None:
+        try:
+            new_events, new_actor, new_at = apply_changes(self.events, self.actor, self.at, changes)
+            return resolve(new_events, new_actor, new_at, self.policy)
+        except (ValueError, KeyError):
+            return None
 
 
 def explain(
@@ -160,20 +313,28 @@ def explain(
     if isinstance(at, str):
         at = parse_ts(at)
     res = resolution or resolve(events, actor, at, policy)
-    actor = res.actor
+    index = Index.build(events, res, policy)
+    return explain_in(index, fact, auditor=auditor, checker=Checker.for_log(events, res, policy))
+
+
+def explain_in(index: Index, fact: str, *, auditor: bool, checker: Checker,
+               brief: bool = False) -> Explanation:
+    """``explain`` over an already built index. ``brief`` (the report, which shows every fact
+    once) keeps to the fact's own events and those of its non-dependency reasons, and names
+    its direct dependencies by id; the full view adds the events naming it, its key's rivals
+    and grants, the dependency reasons' events and every ancestor with its events."""
+    res = index.res
     decision, reasons = _fact_reasons(res, fact)
     codes = {r.code for r in reasons}
     hidden = bool(codes & _HIDDEN)
-    asserts = {e.fact: e for e in events if isinstance(e, Assert)}
-    fact_event = asserts.get(fact)
+    fact_event = index.asserts.get(fact)
     admitted = res.admitted_fact(fact)
     if auditor:
         value = fact_event.value if fact_event is not None else None
     else:
         value = admitted.value if admitted is not None else None
-    named = {e for x in res.excluded if x.fact == fact for r in x.reasons for e in r.events}
-    named |= {i.event for i in res.ignored if i.fact == fact}
-    timeline = _timeline(events, fact, res, asserts, policy)
+    named = {e for r in reasons for e in r.events} | set(index.ignored_events.get(fact, ()))
+    timeline = _timeline(index, fact, brief=brief)
     if not auditor:
         if hidden or decision == "unknown":
             timeline = [
@@ -182,23 +343,28 @@ def explain(
                 for s in timeline if s.event in named
             ]
         else:
-            timeline = [_mask(s, res) for s in timeline]
+            timeline = [_mask(s, index.hidden) for s in timeline]
             if admitted is None and fact_event is not None:  # the resolution shows no value
                 own = _describe_assert(fact_event, with_value=False)
                 timeline = [attrs.evolve(s, did=own) if s.event == fact_event.id else s
                             for s in timeline]
-    tree = None
+    tree: Node | None = None
+    upstream: tuple[Node, ...] = ()
     if fact_event is not None and fact_event.depends_on and (auditor or not hidden):
-        tree = _tree(fact, res, asserts, auditor, set())
+        tree, upstream = _tree(index, fact, auditor, brief=brief)
     changes: list[Counterfactual] = []
+    complete = True
     if decision == "excluded" and (auditor or not hidden):
         for reason in reasons:
-            changes += _counterfactuals(events, fact, reason, res, asserts, policy)
+            found, done = _counterfactuals(index, fact, reason, checker)
+            changes += found
+            complete = complete and done
     return Explanation(
-        fact=fact, actor=actor.id, at=format_ts(at), decision=decision,
+        fact=fact, actor=res.actor.id, at=format_ts(res.at), decision=decision,
         key=_key(res, fact, fact_event if auditor else None),
         value=value, reasons=reasons, timeline=tuple(timeline), tree=tree,
-        changes=tuple(changes), auditor=auditor, hidden=hidden,
+        changes=tuple(changes), auditor=auditor, hidden=hidden, upstream=upstream,
+        complete=complete,
     )
 
 
@@ -214,10 +380,9 @@ def _hidden_did(event: str | None, reasons: tuple[Reason, ...]) -> str:
     return "; ".join(f"{c}: {EXPLANATIONS[c]}" for c in codes)
 
 
-def _mask(step: Step, res: Resolution) -> Step:
+def _mask(step: Step, hidden_facts: frozenset[str]) -> Step:
     """Actor view of a visible fact's step: a hidden other fact is named by id only."""
-    hidden_facts = {x.fact for x in res.excluded if {r.code for r in x.reasons} & _HIDDEN}
-    if hidden_facts & set(step.facts):
+    if hidden_facts.intersection(step.facts):
         return attrs.evolve(step, writer=None, ts=None, did=f"an event about {', '.join(step.facts)}")
     return step
 
@@ -240,25 +405,42 @@ def _describe_assert(e: Assert, *, with_value: bool = True) -> str:
     return "; ".join(parts)
 
 
-def _timeline(
-    events: Sequence[Event], fact: str, res: Resolution, asserts: dict[str, Assert], policy: Policy
-) -> list[Step]:
-    target = asserts.get(fact)
-    decision, reasons = _fact_reasons(res, fact)
+def _positions(index: Index, fact: str, target: Assert, reasons: tuple[Reason, ...],
+               ancestors: dict[str, str], *, brief: bool) -> list[int]:
+    """The positions (before t) of every event that can give the fact's timeline a step."""
+    found = set(index.own.get(fact, ()))
+    for r in reasons:
+        if not r.code.startswith("dependency_"):  # one or two events, one fact
+            found.update(index.by_id[e] for e in r.events if e in index.by_id)
+            found.update(index.assert_pos[f] for f in r.facts if f in index.assert_pos)
+    if not brief:  # each of these may bear on many facts: not once per fact in a report
+        found.update(index.naming.get(fact, ()))
+        found.update(index.by_id[e] for r in reasons for e in r.events if e in index.by_id)
+        found.update(index.by_key.get(target.key, ()))
+        for f in ancestors:
+            found.update(index.own.get(f, ()))
+    return sorted(p for p in found if p < index.cutoff)
+
+
+def _timeline(index: Index, fact: str, *, brief: bool) -> list[Step]:
+    res, policy = index.res, index.policy
+    target = index.asserts.get(fact)
+    if target is None:
+        return []
+    _, reasons = _fact_reasons(res, fact)
     by_code = {r.code: r for r in reasons}
-    ignored = {(i.event, i.fact) for i in res.ignored}
+    ignored = index.ignored
     grantees = {f"role:{r}" for r in res.actor.roles} | {f"actor:{res.actor.id}"}
     dep_events: dict[str, str] = {}
     for code in ("dependency_invalidated", "dependency_restricted"):
         if code in by_code:
             for ev in by_code[code].events:
                 dep_events[ev] = code
-    ancestors = _ancestors(fact, asserts)
+    ancestors = _ancestors(fact, index.asserts, direct_only=brief)
     steps: list[Step] = []
-    for pos, e in enumerate(events):
-        if e.ts > res.at:
-            break
-        if target is None or e.tenant != target.tenant or isinstance(e, Experience):
+    for pos in _positions(index, fact, target, reasons, ancestors, brief=brief):
+        e = index.events[pos]
+        if e.tenant != target.tenant or isinstance(e, Experience):
             continue
         did = ""
         facts: tuple[str, ...] = ()
@@ -310,9 +492,7 @@ def _timeline(
         if did:
             steps.append(Step(position=pos, event=e.id, ts=format_ts(e.ts), type=e.TYPE,
                               writer=e.actor, did=did, facts=facts))
-    if target is not None:
-        steps = _with_window(steps, target, res.at)
-    return steps
+    return _with_window(steps, target, res.at)
 
 
 def _same_key(e: Assert, by_code: dict[str, Reason]) -> str:
@@ -342,30 +522,48 @@ def _with_window(steps: list[Step], target: Assert, at: datetime) -> list[Step]:
     return steps
 
 
-def _ancestors(fact: str, asserts: dict[str, Assert]) -> dict[str, str]:
-    """Every fact ``fact`` depends on, transitively, with its path (``F16 <- F8``)."""
+def _ancestors(fact: str, asserts: dict[str, Assert], *, direct_only: bool = False) -> dict[str, str]:
+    """Every fact ``fact`` depends on, transitively (or only directly), breadth first, each
+    with the edge it was first reached by (``F16 <- F8``): one edge, not the whole path, so
+    a chain of n links costs n, not n²."""
     found: dict[str, str] = {}
-    frontier = [(fact, fact)]
+    frontier = deque([fact])
     while frontier:
-        current, path = frontier.pop(0)
+        current = frontier.popleft()
         event = asserts.get(current)
         for dep in (event.depends_on or ()) if event is not None else ():
-            if dep not in found:
-                found[dep] = f"{path} <- {dep}"
-                frontier.append((dep, found[dep]))
+            if dep not in found and dep != fact:
+                found[dep] = f"{current} <- {dep}"
+                if not direct_only:
+                    frontier.append(dep)
     return found
 
 
-def _tree(fact: str, res: Resolution, asserts: dict[str, Assert], auditor: bool, seen: set[str]) -> Node:
-    _, reasons = _fact_reasons(res, fact)
-    codes = tuple(r.code for r in reasons)
-    event = asserts.get(fact)
-    children: list[Node] = []
-    hidden = bool(set(codes) & _HIDDEN)
-    if event is not None and fact not in seen and (auditor or not hidden or not seen):
-        for dep in event.depends_on or ():
-            children.append(_tree(dep, res, asserts, auditor, seen | {fact}))
-    return Node(fact=fact, codes=codes, children=tuple(children))
+def _tree(index: Index, fact: str, auditor: bool, *, brief: bool) -> tuple[Node, tuple[Node, ...]]:
+    """The fact with its direct dependencies as children, and (unless ``brief``) every further
+    ancestor once, breadth first. A fact hidden from the actor is shown with its codes but its
+    own dependencies are not followed (the auditor sees them)."""
+
+    def node(f: str) -> Node:
+        codes = tuple(r.code for r in _fact_reasons(index.res, f)[1])
+        event = index.asserts.get(f)
+        follow = event is not None and (auditor or f == fact or f not in index.hidden)
+        follow = follow and (f == fact or not brief)  # brief: a dependency's own section has them
+        deps = tuple(event.depends_on or ()) if follow and event is not None else ()
+        return Node(fact=f, codes=codes, depends_on=deps)
+
+    root = node(fact)
+    children = tuple(node(dep) for dep in root.depends_on)
+    seen = {fact, *root.depends_on}
+    upstream: list[Node] = []
+    frontier = deque(children) if not brief else deque()
+    while frontier:
+        for dep in frontier.popleft().depends_on:
+            if dep not in seen:
+                seen.add(dep)
+                upstream.append(node(dep))
+                frontier.append(upstream[-1])
+    return attrs.evolve(root, children=children), tuple(upstream)
 
 
 # -- what would change it ---------------------------------------------------------------
@@ -373,9 +571,11 @@ def _tree(fact: str, res: Resolution, asserts: dict[str, Assert], auditor: bool,
 
 def apply_changes(
     events: Sequence[Event], actor: Actor, at: datetime, changes: Sequence[dict[str, str]]
-) -> tuple[list[Event], Actor, datetime]:
-    """The inputs with ``changes`` applied: a new time, actor fields, or an added event at t."""
-    out = list(events)
+) -> tuple[Sequence[Event], Actor, datetime]:
+    """The inputs with ``changes`` applied: a new time, actor fields, or an added event at t.
+    The log is passed on as it is (a log as read is not validated again) unless a change
+    edits it."""
+    out: Sequence[Event] = events
     for change in changes:
         kind = change["kind"]
         if kind == "at":
@@ -398,7 +598,7 @@ def apply_changes(
     return out, actor, at
 
 
-def _insert(events: list[Event], at: datetime, kind: str, change: dict[str, str], tenant: str) -> list[Event]:
+def _insert(events: Sequence[Event], at: datetime, kind: str, change: dict[str, str], tenant: str) -> list[Event]:
     prefix = [e for e in events if e.ts <= at]
     taken = {e.id for e in events}
     new_id = "counterfactual"
@@ -414,24 +614,11 @@ def _insert(events: list[Event], at: datetime, kind: str, change: dict[str, str]
     return [*prefix, added, *events[len(prefix):]]
 
 
-def _removes(events: Sequence[Event], fact: str, code: str, actor: Actor, at: datetime,
-             policy: Policy, changes: Sequence[dict[str, str]]) -> bool:
-    try:
-        new_events, new_actor, new_at = apply_changes(events, actor, at, changes)
-        res = resolve(new_events, new_actor, new_at, policy)
-    except (ValueError, KeyError):
-        return False
-    excluded = res.excluded_fact(fact)
-    present = res.admitted_fact(fact) is not None or excluded is not None
-    return present and (excluded is None or code not in excluded.codes)
-
-
-def _candidates(fact: str, reason: Reason, res: Resolution, asserts: dict[str, Assert],
-                events: Sequence[Event], policy: Policy) -> list[list[dict[str, str]]]:
+def _candidates(index: Index, fact: str, reason: Reason) -> list[list[dict[str, str]]]:
+    res, asserts, policy = index.res, index.asserts, index.policy
     e = asserts[fact]
     authority = e.authority or policy.authority_default
     code = reason.code
-    by_id = {ev.id: ev for ev in events}
     if code in ("draft", "hypothetical"):
         return [[{"kind": "promote", "fact": fact, "authority": authority}]]
     if code == "not_yet_valid" and e.valid_from is not None:
@@ -439,7 +626,7 @@ def _candidates(fact: str, reason: Reason, res: Resolution, asserts: dict[str, A
     if code == "expired" and e.valid_until is not None:
         return [[{"kind": "at", "before": format_ts(e.valid_until)}]]
     if code in ("retracted", "superseded") and reason.events:
-        return [[{"kind": "at", "before": format_ts(by_id[reason.events[0]].ts)}],
+        return [[{"kind": "at", "before": format_ts(index.events[index.by_id[reason.events[0]]].ts)}],
                 [{"kind": "without_event", "event": reason.events[0]}]]
     if code == "outranked":
         top = max((asserts[f].authority or policy.authority_default for f in reason.facts),
@@ -468,21 +655,25 @@ def _candidates(fact: str, reason: Reason, res: Resolution, asserts: dict[str, A
     return []
 
 
-def _counterfactuals(events: Sequence[Event], fact: str, reason: Reason, res: Resolution,
-                     asserts: dict[str, Assert], policy: Policy) -> list[Counterfactual]:
-    """The first verified candidate change per code (none for tenant_isolation)."""
-    if reason.code == "tenant_isolation" or fact not in asserts:
-        return []
+def _counterfactuals(index: Index, fact: str, reason: Reason,
+                     checker: Checker) -> tuple[list[Counterfactual], bool]:
+    """The first verified candidate change for the code (none for tenant_isolation), and
+    whether every candidate before it could be tried within the checker's budget."""
+    if reason.code == "tenant_isolation" or fact not in index.asserts:
+        return [], True
     if reason.code.startswith("dependency_"):
         options: list[list[dict[str, str]]] = []
         for origin in reason.facts:
-            _, origin_reasons = _fact_reasons(res, origin)
+            _, origin_reasons = _fact_reasons(index.res, origin)
             for r in origin_reasons:
-                if not r.code.startswith("dependency_") and origin in asserts:
-                    options += _candidates(origin, r, res, asserts, events, policy)
+                if not r.code.startswith("dependency_") and origin in index.asserts:
+                    options += _candidates(index, origin, r)
     else:
-        options = _candidates(fact, reason, res, asserts, events, policy)
+        options = _candidates(index, fact, reason)
     for option in options:
-        if _removes(events, fact, reason.code, res.actor, res.at, policy, option):
-            return [Counterfactual(code=reason.code, changes=tuple(option))]
-    return []
+        removed = checker.removes(fact, reason.code, option)
+        if removed is None:
+            return [], False
+        if removed:
+            return [Counterfactual(code=reason.code, changes=tuple(option))], True
+    return [], True

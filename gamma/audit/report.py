@@ -4,6 +4,11 @@ small inline script (filtering excluded facts by reason code).
 Every string from the log goes through ``html.escape``; a Content-Security-Policy lets
 only the page's own script run (by its hash), so even a value that escaped escaping
 could not execute, and forbids every network fetch.
+
+The page is linear in the log (SPEC §5, output size): each fact is rendered once, its explanation
+keeps to the events naming it or named by its reasons and names its dependencies by id
+(their own sections are on the same page), and the counterfactual re-resolutions of
+all facts share one budget and reuse each other's answers.
 """
 
 from __future__ import annotations
@@ -11,11 +16,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from gamma.audit.diff import diff_records
-from gamma.audit.explain import Explanation, Step, explain
+from gamma.audit.explain import Checker, Explanation, Index, Step, explain_in
 from gamma.core.canonical import compact_json, format_ts
 from gamma.core.model import Actor, Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
@@ -61,10 +66,31 @@ button.filter[aria-pressed=true]{background:#264fd1;color:#fff;border-color:#264
 details{margin:6px 0;background:#fff;border:1px solid #e3e7ee;border-radius:4px;padding:4px 8px}
 summary{cursor:pointer;font-weight:600}pre{white-space:pre-wrap;margin:6px 0}
 svg text{font:10px system-ui,sans-serif;fill:#45506a}
+.legend{margin:12px 0;padding:6px 8px;background:#fff;border:1px solid #e3e7ee;border-radius:4px}
+.legend svg{vertical-align:middle}
 """
 
 _COLORS = {"assert": "#264fd1", "retract": "#c62828", "promote": "#2e7d32", "grant": "#00897b",
            "revoke": "#ef6c00", "window": "#7b1fa2"}
+
+
+def _swatch(color: str) -> str:
+    return (f'<svg width="14" height="14" viewBox="0 0 14 14" aria-hidden="true">'
+            f'<circle cx="7" cy="7" r="6" fill="{color}"/></svg>')
+
+
+# Once per page: how to read every fact's timeline.
+_LEGEND = (
+    '<div class="legend"><b>Reading a timeline</b>: each mark is an event that bears on the '
+    "fact, left to right in log order (horizontal axis: log order, with each event's id and "
+    "UTC time, month-day hour:minute, below its mark; the red line at the right is t, the "
+    "time asked about). "
+    + " ".join(f"{_swatch(color)} {name}" for name, color in _COLORS.items())
+    + ' <svg width="24" height="10" aria-hidden="true"><rect x="0" y="1" width="24" height="8" rx="3" '
+    'fill="#cfe8d2"/></svg> validity, admitted <svg width="24" height="10" aria-hidden="true">'
+    '<rect x="0" y="1" width="24" height="8" rx="3" fill="#f4c7c7"/></svg> validity, excluded '
+    '(the bar runs from the assert to what ended it, or to t). Hover a mark for what it did.</div>'
+)
 
 
 def _e(value: object) -> str:
@@ -88,10 +114,12 @@ def report(
     """The HTML page (a str) for ``actor`` at ``at``; ``compare`` adds the audit diff to that time."""
     policy = policy or DEFAULT_POLICY
     res = resolve(events, actor, at, policy)
-    explanations = {
-        fact: explain(events, fact, res.actor, res.at, policy=policy, auditor=auditor, resolution=res)
-        for fact in [a.fact for a in res.admitted] + [x.fact for x in res.excluded]
-    }
+    index = Index.build(events, res, policy)
+    checker = Checker.for_log(events, res, policy)
+
+    def explanation(fact: str) -> Explanation:  # made when its section is written, then dropped
+        return explain_in(index, fact, auditor=auditor, checker=checker, brief=True)
+
     order = _positions(events)
     parts = [
         "<!DOCTYPE html>",
@@ -101,17 +129,16 @@ def report(
         f"<title>{_e(title or 'gamma audit report')}</title><style>{_CSS}</style></head>",
         "<body>",
         _header(res, auditor),
-        _admitted(res, explanations, order),
-        _excluded(res, explanations, order, auditor),
     ]
-    if compare is not None:
+    if compare is not None:  # the difference first: it is what a comparison is asked for
         other = resolve(events, res.actor, compare, policy)
         diff = diff_records(res.to_dict(), other.to_dict())
         label_a, label_b = format_ts(res.at), format_ts(other.at)
         parts.append(f'<h2 id="compare">Audit diff: {_e(label_a)} → {_e(label_b)}</h2>')
         parts.append(f'<pre class="diff">{_e(diff.render(a=label_a, b=label_b))}</pre>')
-    parts.append(f"<script>{_SCRIPT}</script></body></html>")
-    return "\n".join(parts) + "\n"
+    parts += [_LEGEND, *_admitted(res, explanation, order), *_excluded(res, index, explanation, order, auditor)]
+    parts += [f"<script>{_SCRIPT}</script></body></html>", ""]
+    return "\n".join(parts)  # one join of small pieces: a page of gigabytes is built once
 
 
 def _script_hash() -> str:
@@ -145,7 +172,8 @@ def _header(res: Resolution, auditor: bool) -> str:
             f'<div class="meta">{body}</div>')
 
 
-def _admitted(res: Resolution, explanations: dict[str, Explanation], order: dict[str, int]) -> str:
+def _admitted(res: Resolution, explanation: Callable[[str], Explanation],
+              order: dict[str, int]) -> list[str]:
     ordered = sorted(res.admitted, key=lambda a: (a.key, order.get(a.fact, 0)))
     groups = [
         ("Binding", [a for a in ordered if not a.needs_recheck and a.priority == "hard" and a.kind != "preference"]),
@@ -165,12 +193,12 @@ def _admitted(res: Resolution, explanations: dict[str, Explanation], order: dict
                 f"<td>{_e(a.scope)}</td><td>{_e(a.authority)}</td><td>{_e(a.kind)}/{_e(a.priority)}</td></tr>"
             )
         out.append("</table>")
-    out.append(_details([explanations[a.fact] for a in ordered], open_=False))
-    return "\n".join(out)
+    out += _details((explanation(a.fact) for a in ordered), open_=False)
+    return out
 
 
-def _excluded(res: Resolution, explanations: dict[str, Explanation], order: dict[str, int],
-              auditor: bool) -> str:
+def _excluded(res: Resolution, index: Index, explanation: Callable[[str], Explanation],
+              order: dict[str, int], auditor: bool) -> list[str]:
     items = sorted(res.excluded, key=lambda x: (order.get(x.fact, len(order)), x.fact))
     codes = sorted({c for x in items for c in x.codes})
     out = [f'<h2 id="excluded">Excluded ({len(items)})</h2><div class="filters">'
@@ -178,8 +206,9 @@ def _excluded(res: Resolution, explanations: dict[str, Explanation], order: dict
     out += [f'<button class="filter" data-code="{_e(c)}">{_e(c)}</button>' for c in codes]
     out.append('</div><table><tr><th>fact</th><th>key</th><th>codes</th><th>why</th><th>value</th></tr>')
     for x in items:
-        ex = explanations[x.fact]
-        value = (f'<span class="mono value">{_value(ex.value)}</span>' if auditor and ex.value is not None
+        asserted = index.asserts.get(x.fact)
+        value = (f'<span class="mono value">{_value(asserted.value)}</span>'
+                 if auditor and asserted is not None and asserted.value is not None
                  else '<span class="hidden-v">withheld</span>')
         why = "; ".join(
             EXPLANATIONS[r.code] + (f" ({', '.join(r.facts)})" if r.facts else "") for r in x.reasons
@@ -191,11 +220,11 @@ def _excluded(res: Resolution, explanations: dict[str, Explanation], order: dict
             f"<td>{_e(why)}</td><td>{value}</td></tr>"
         )
     out.append("</table>")
-    out.append(_details([explanations[x.fact] for x in items], open_=True))
-    return "\n".join(out)
+    out += _details((explanation(x.fact) for x in items), open_=True)
+    return out
 
 
-def _details(items: list[Explanation], *, open_: bool) -> str:
+def _details(items: Iterable[Explanation], *, open_: bool) -> list[str]:
     out = []
     for ex in items:
         label = ex.decision + (f": {', '.join(ex.codes)}" if ex.codes else "")
@@ -203,7 +232,7 @@ def _details(items: list[Explanation], *, open_: bool) -> str:
             f'<details class="explain" data-fact="{_e(ex.fact)}"{" open" if open_ else ""}><summary>{_e(ex.fact)} — {_e(label)}</summary>'
             f"{_svg(ex)}<pre>{_e(ex.render())}</pre></details>"
         )
-    return "\n".join(out)
+    return out or [""]  # no facts: an empty line, as the page has always had
 
 
 def _svg(ex: Explanation) -> str:
@@ -238,10 +267,12 @@ def _svg(ex: Explanation) -> str:
     marks.append(f'<line x1="{tx}" y1="6" x2="{tx}" y2="40" stroke="#c62828" stroke-width="2"/>'
                  f'<text x="{tx}" y="50" text-anchor="middle" fill="#c62828">t</text>'
                  f'<text x="{tx}" y="63" text-anchor="middle">{_e(ex.at[5:16].replace("T", " "))}</text>')
-    return (f'<svg class="timeline" role="img" width="{width}" height="72" viewBox="0 0 {width} 72">'
+    return (f'<svg class="timeline" role="img" width="{width}" height="86" viewBox="0 0 {width} 86">'
             f'<title>{_e("timeline of " + ex.fact)}</title>'
             f'<line x1="{left - 10}" y1="26" x2="{tx}" y2="26" stroke="#9aa4b8"/>'
-            + "".join(marks) + "</svg>")
+            + "".join(marks)
+            + f'<text x="{left - 10}" y="80">log order → (event id, then UTC time month-day hh:mm)</text>'
+            "</svg>")
 
 
 def _step_title(s: Step) -> str:

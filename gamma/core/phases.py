@@ -182,12 +182,14 @@ def _precedence(candidates: list[FactRecord], codes: dict[str, Codes]) -> None:
         return
     top_rank = max(f.rank for f in candidates)
     top_spec = max(specificity(f.scope) for f in candidates if f.rank == top_rank)
-    winners = [f for f in candidates if f.rank == top_rank and specificity(f.scope) == top_spec]
-    events = tuple(sorted({w.commit_event for w in winners if w.commit_event}))
-    facts = tuple(sorted(w.id for w in winners))
-    reasons = {code: Reason(code, events, facts) for code in ("outranked", "overridden")}
+    winners = {f.id: f for f in candidates if f.rank == top_rank and specificity(f.scope) == top_spec}
+    # A loser names one winner, the smallest id (DESIGN §5 "the winner"): naming every
+    # tied winner would make the resolution grow as losers × winners (SPEC §5 size bound).
+    first = winners[min(winners)]
+    events = (first.commit_event,) if first.commit_event else ()
+    reasons = {code: Reason(code, events, (first.id,)) for code in ("outranked", "overridden")}
     for fact in candidates:
-        if fact.id not in facts:  # a loser: one (immutable) reason per code serves them all
+        if fact.id not in winners:  # a loser: one (immutable) reason per code serves them all
             code = "outranked" if fact.rank < top_rank else "overridden"
             codes[fact.id][code] = reasons[code]
 

@@ -142,17 +142,23 @@ class Resolution:
         body = {k: v for k, v in obj.items() if k != "digest"}
         return converter.structure(body, cls)
 
+    @functools.cached_property
+    def _by_fact(self) -> tuple[dict[str, Admitted], dict[str, Excluded]]:
+        """Each fact's entries by id, built once, so that code asking about every fact
+        (explain, report) is not quadratic. The first entry of an id wins, as a scan would."""
+        admitted: dict[str, Admitted] = {}
+        excluded: dict[str, Excluded] = {}
+        for a in self.admitted:
+            admitted.setdefault(a.fact, a)
+        for x in self.excluded:
+            excluded.setdefault(x.fact, x)
+        return admitted, excluded
+
     def admitted_fact(self, fact: str) -> Admitted | None:
-        for item in self.admitted:
-            if item.fact == fact:
-                return item
-        return None
+        return self._by_fact[0].get(fact)
 
     def excluded_fact(self, fact: str) -> Excluded | None:
-        for item in self.excluded:
-            if item.fact == fact:
-                return item
-        return None
+        return self._by_fact[1].get(fact)
 
     def render(self, format: str = "text", *, keys: Iterable[str] | None = None) -> str:
         """Render for people (``text``) or for the prompt (``context``); ``json`` is to_json.
