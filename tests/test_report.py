@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shutil
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ from gamma.audit.report import report
 from gamma.cli import main
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 AT = "2026-03-02T10:00:00Z"
 EVIL = "<script>window.__pwned=1;document.title='PWNED'</script><img src=x onerror=\"window.__pwned=2\">"
 
@@ -133,6 +138,57 @@ def _requests(browser: Any, page: str) -> list[str]:
     return urls
 
 
+#: The pictures in docs/, each taken by the browser test below of a page it loads: name -> file.
+PICTURES = {"acme": DOCS / "report-acme.png"}
+#: The PNG text chunk naming the page a picture shows, by the sha256 of its HTML (deterministic,
+#: unlike pixels across Chromium and font versions).
+PAGE_KEY = b"gamma-report-sha256"
+UPDATE = os.environ.get("GAMMA_UPDATE_PICTURES") == "1"
+
+
+def png_text(data: bytes) -> dict[bytes, bytes]:
+    """The tEXt chunks of a PNG, keyword -> text."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    found, at = {}, 8
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        if kind == b"tEXt":
+            keyword, _, text = data[at + 8:at + 8 + length].partition(b"\0")
+            found[keyword] = text
+        at += 12 + length
+    return found
+
+
+def with_text(data: bytes, keyword: bytes, text: bytes) -> bytes:
+    """The PNG with one tEXt chunk added after its header chunk."""
+    body = b"tEXt" + keyword + b"\0" + text
+    chunk = struct.pack(">I", len(body) - 4) + body + struct.pack(">I", zlib.crc32(body))
+    end_of_header = 8 + 12 + struct.unpack(">I", data[8:12])[0]
+    return data[:end_of_header] + chunk + data[end_of_header:]
+
+
+def _check_picture(browser: Any, picture: Path, page: str) -> None:
+    """The picture in docs/ shows this very page: retaken whole when GAMMA_UPDATE_PICTURES=1,
+    else its recorded page hash must be the current page's (a stale picture fails)."""
+    digest = hashlib.sha256(page.encode("utf-8")).hexdigest().encode("ascii")
+    if UPDATE:
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(1100, min(int(height) + 100, 2300))  # the page's first screens
+        picture.write_bytes(with_text(browser.get_screenshot_as_png(), PAGE_KEY, digest))
+    recorded = png_text(picture.read_bytes()).get(PAGE_KEY)
+    assert recorded == digest, (
+        f"{picture.relative_to(DOCS.parent)} is stale: it shows another version of the page;"
+        " retake it with GAMMA_UPDATE_PICTURES=1 pytest tests/test_report.py -k chromium"
+    )
+
+
+def test_every_picture_in_the_docs_is_taken_by_the_browser_test() -> None:
+    """No picture in docs/ escapes the check: each is in PICTURES and names its page."""
+    assert sorted(DOCS.glob("*.png")) == sorted(PICTURES.values())
+    for picture in PICTURES.values():
+        assert PAGE_KEY in png_text(picture.read_bytes()), picture
+
+
 def test_report_in_headless_chromium(tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
@@ -156,6 +212,8 @@ def test_report_in_headless_chromium(tmp_path: Path) -> None:
             assert _requests(browser, path.as_uri()) == [path.as_uri()]  # the page itself, nothing else
             browser.save_screenshot(str(tmp_path / f"{name}.png"))
             assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+            if name in PICTURES:
+                _check_picture(browser, PICTURES[name], page)
             if name == "evil":
                 cell = browser.find_element(By.CSS_SELECTOR, "#fact-F1 .value")
                 assert cell.text == json.dumps(EVIL)
