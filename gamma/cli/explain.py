@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from gamma.audit.explain import explain
-from gamma.audit.report import report
+from gamma.audit.report import report_pieces
 from gamma.cli import warn
 from gamma.cli.logs import command
 from gamma.cli.options import (
@@ -19,7 +19,7 @@ from gamma.cli.options import (
     read_at,
     read_policy,
     unknown_names,
-    write_output,
+    write_lines,
 )
 from gamma.core.errors import InputError
 from gamma.storage.sources import events_and_policy
@@ -76,7 +76,6 @@ def report_command(
         who = read_actor(actor, policy)
         for problem in unknown_names(events, tenant=who.tenant):
             warn(problem)
-        page = report(events, who, at_ts, policy=policy, auditor=auditor, compare=compare_ts)
-        data = page.encode("utf-8")
-        write_output(out, data, flag="--out")
-        record.update(bytes=len(data))
+        lines = report_pieces(events, who, at_ts, policy=policy, auditor=auditor,
+                              compare=compare_ts)
+        record.update(bytes=write_lines(out, lines, flag="--out"))

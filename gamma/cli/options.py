@@ -9,7 +9,7 @@ commands print the time they used.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,7 +52,7 @@ __all__ = [
     "read_text",
     "output_path",
     "unknown_names",
-    "write_output",
+    "write_lines",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -212,19 +212,26 @@ def read_at(text: str, *, flag: str = "--at") -> datetime:
         raise InputError(str(exc), source=source) from None
 
 
-def write_output(path: str, data: str | bytes, *, flag: str) -> None:
-    """Write a command's output file; a folder that is missing or unwritable is an input error
-    naming the flag, never a traceback."""
+def write_lines(path: str, lines: Iterable[str], *, flag: str) -> int:
+    """Write ``lines`` joined by newlines as they come (never the whole text in memory), under a
+    temporary name then renamed, so a failure leaves no half file; the bytes written."""
     target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")
+    written = 0
     try:
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        target.write_bytes(data)
+        with partial.open("wb") as out:
+            for number, line in enumerate(lines):
+                data = (line if number == 0 else "\n" + line).encode("utf-8")
+                out.write(data)
+                written += len(data)
+        partial.replace(target)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        if not target.parent.is_dir():
-            reason = f"no such folder {str(target.parent)!r}"
-        raise InputError(f"cannot write {path}: {reason}", source=flag) from None
+        partial.unlink(missing_ok=True)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}", source=flag) from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return written
 
 
 def output_path(path: str, *, flag: str) -> None:
