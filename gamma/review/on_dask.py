@@ -1,6 +1,6 @@
 """The Dask executor: a few partitions per future on a ``distributed.Client``'s cluster.
 
-Imported only when Dask is asked for (it needs the ``gamma[dask]`` extra). A batch of
+Imported only when Dask is asked for (it needs the optional ``dask`` extra). A batch of
 partitions is read from the spool and submitted only when a slot is free (at most
 ``in_flight`` futures per worker thread), so neither the client nor the scheduler ever
 holds the whole log; batching spares a thousand small tenants a thousand round trips
