@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gamma.core.canonical import parse_ts
+from gamma.core.derivation import Failure, evaluate, parse_derivation
 from gamma.core.policy import Policy
 
 __all__ = ["REASON_CODES", "resolve"]
@@ -38,6 +39,8 @@ VALIDITY = frozenset(
         "outranked",
         "overridden",
         "dependency_invalidated",
+        "derivation_failed",
+        "recomputed",
     }
 )
 VISIBILITY = frozenset(
@@ -393,14 +396,18 @@ class _Resolver:
             events = [e for o in named for r in own(o, group) for e in r["events"]]
             return reason(code, events, set(direct) | named)
 
-        for f in ids:  # phases 1-3 are final: origins read only their own codes
-            deps = list(dict.fromkeys(self.assert_of(f).get("depends_on", [])))
-            stale = dependency_reason("dependency_invalidated", deps, "validity")
-            hidden = dependency_reason("dependency_restricted", deps, "visibility")
+        recompute = policy.dependency_mode == "recompute"
+        computed: dict[str, dict[str, Any]] = {}  # fact -> its recomputed value and evidence
+        for f in ids:  # phases 1-3 are final: origins read only their own codes (and, in log
+            deps = list(dict.fromkeys(self.assert_of(f).get("depends_on", [])))  # order, the
+            stale = dependency_reason("dependency_invalidated", deps, "validity")  # failed
+            hidden = dependency_reason("dependency_restricted", deps, "visibility")  # derivations)
             if stale is not None and not flag:
                 codes[f]["dependency_invalidated"] = stale
             if hidden is not None:
                 codes[f]["dependency_restricted"] = hidden
+            if recompute and self.assert_of(f).get("derivation") is not None:
+                self.recompute(f, ids, codes, computed, reason)
         if flag:  # after every dependency code is set: admitted with a stale dependency
             for f in ids:
                 deps = self.assert_of(f).get("depends_on", [])
@@ -431,8 +438,11 @@ class _Resolver:
                         "kind": asserted.get("kind", "fact"),
                         "priority": asserted.get("priority", "hard"),
                         "needs_recheck": f in recheck,
+                        **computed.get(f, {}),
                     }
                 )
+                if f in computed:
+                    admitted[-1]["value"] = admitted[-1].pop("computed")
         admitted_ids = {a["fact"] for a in admitted}
 
         # §3 grant/revoke and retract/promote that were not effective.
@@ -474,6 +484,62 @@ class _Resolver:
         return body, self.known_unknowns(ids, codes, admitted_ids)
 
     # -- §7 experiences ----------------------------------------------------------------
+
+    def recompute(
+        self,
+        f: str,
+        ids: list[str],
+        codes: dict[str, dict[str, dict[str, Any]]],
+        computed: dict[str, dict[str, Any]],
+        reason: Any,
+    ) -> None:
+        """SPEC "Derived values recomputed": a derived fact excluded for nothing but
+        dependency_invalidated is evaluated over the admitted facts now holding its inputs.
+
+        SPEC reading: an input fact asserted at or after f that itself has dependencies or a
+        derivation is not decided yet when f is, so it is not read (today's rule holds)."""
+        if set(codes[f]) - {"dependency_invalidated"}:
+            return
+        asserted = self.assert_of(f)
+        deps = asserted.get("depends_on", [])
+        derivation = parse_derivation(asserted.get("derivation"))
+        values: dict[str, Any] = {}
+        used: list[str] = []
+        for name in derivation.inputs:
+            named = [name] if name in deps else [d for d in deps if self.key(d) == name]
+            if len(set(named)) != 1:
+                codes[f] = {"derivation_failed": reason("derivation_failed", [asserted.id])}
+                return
+            current: str | None = named[0]
+            seen: list[str] = []
+            while current is not None and current not in seen:
+                source = self.assert_of(current)
+                computed_later = bool(source.get("depends_on")) or "derivation" in source.line
+                if computed_later and ids.index(current) >= ids.index(f):
+                    return  # not decided yet when f is
+                if not codes[current]:
+                    break
+                seen.append(current)
+                links = [c for c in ("superseded", "outranked", "overridden") if c in codes[current]]
+                if set(codes[current]) - set(links) or not codes[current][links[0]]["facts"]:
+                    return
+                current = codes[current][links[0]]["facts"][0]
+            if current is None or current in seen:
+                return
+            values[name] = computed[current]["computed"] if current in computed else source.get("value")
+            used.append(current)
+        commits = [self.commit_of(u) for u in used]
+        events = [c.id for c in commits if c is not None]
+        result = evaluate(derivation, values)
+        if isinstance(result, Failure):
+            codes[f] = {"derivation_failed": reason("derivation_failed", events, used)}
+            return
+        codes[f] = {}
+        found = {"computed": result, "inputs": {"events": sorted(set(events)), "facts": sorted(set(used))}}
+        stated = asserted.get("value")
+        if type(stated) is not type(result) or stated != result:
+            found["stale"] = {"code": "recomputed", "value": stated}
+        computed[f] = found
 
     def verdict(
         self,

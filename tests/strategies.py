@@ -238,7 +238,7 @@ class Scenario:
 
 @st.composite
 def policies(
-    draw: st.DrawFn, *, dependency_mode: Literal["exclude", "flag"] | None = None
+    draw: st.DrawFn, *, dependency_mode: Literal["exclude", "flag", "recompute"] | None = None
 ) -> Policy:
     """A named policy (default, strict, recheck, multivalue), a custom ladder, or variations."""
     base = draw(st.sampled_from((DEFAULT_POLICY, *NAMED_POLICIES.values(), CUSTOM_POLICY)))
@@ -248,7 +248,7 @@ def policies(
             authority_default=draw(st.sampled_from(base.authority_ladder)),
             clearance_default=draw(st.sampled_from(base.clearance_ladder)),
             same_key=draw(st.booleans()),
-            dependency_mode=draw(st.sampled_from(("exclude", "flag"))),
+            dependency_mode=draw(st.sampled_from(("exclude", "flag", "recompute"))),
             restricted_keys=draw(st.booleans()),
         )
     if dependency_mode is not None and base.dependency_mode != dependency_mode:
@@ -412,6 +412,8 @@ def _draw_event(
                 "depends_on",
                 _maybe(draw, st.lists(st.sampled_from(known_ids), min_size=1, max_size=2)),
             )
+            if "depends_on" in line and draw(_sometimes):
+                _derive(draw, line, dict(known))
     elif kind in ("retract", "promote"):
         line["fact"] = draw(st.sampled_from(known_ids))
         _put(line, "authority", auth())
@@ -442,6 +444,36 @@ def _draw_event(
         _put(line, "applicability", _maybe(draw, st.sampled_from(_APPLICABILITIES)))
     b.record(line)
     return line
+
+
+#: Derivations of generated derived facts ({0}, {1}: the first and last input), over the
+#: generator's values: numbers compute, text and booleans mostly fail as type mismatches.
+DERIVATIONS = (
+    "{0} * 2",
+    "{0} + {1}",
+    "{0} - {1} * 30%",
+    "{0} / {1}",
+    "round({0} / 3, 2)",
+    "max({0}, {1}, 10)",
+    'if({0} > 10, {1}, "low")',
+    "{0} == {1}",
+)
+
+
+def _derive(draw: st.DrawFn, line: dict[str, Any], keys: dict[str, str]) -> None:
+    """Make ``line`` a derived fact stating a derivation over its ``depends_on`` (an input
+    named by its fact id, or by its key when no other dependency holds that key)."""
+    deps = line["depends_on"]
+
+    def name(fact: str) -> str:
+        holders = [d for d in dict.fromkeys(deps) if keys[d] == keys[fact]]
+        return keys[fact] if len(holders) == 1 and draw(st.booleans()) else fact
+
+    template = draw(st.sampled_from(DERIVATIONS))
+    first, last = name(deps[0]), name(deps[-1])
+    line["kind"] = "derived"
+    line["value"] = draw(st.sampled_from((14, 20, *VALUES[3:5])))
+    line["derivation"] = template.replace("{0}", "{" + first + "}").replace("{1}", "{" + last + "}")
 
 
 # "One more event?" asked before each event, as hypothesis' own lists do: deleting an event

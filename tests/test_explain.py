@@ -184,3 +184,39 @@ def test_a_spent_budget_is_said_not_hidden() -> None:
     assert "budget ran out" in ex.render()
     full = explain_in(index, "F13", auditor=False, checker=Checker.for_log(EVENTS, RES, gamma.DEFAULT_POLICY))
     assert full.changes and full.complete
+
+
+class TestDerivation:
+    """Issue 29: explain shows a fact's derivation and, recomputed, the inputs it used and the
+    stated value withheld; a fact without one keeps its bytes."""
+
+    EVENTS = log(
+        A("W1", "snacks.weekly", 10),
+        A("T1", "snacks.two_weeks", 20, kind="derived", depends_on=["W1"],
+          derivation="{snacks.weekly} * 2"),
+        A("W2", "snacks.weekly", 7),
+        A("H1", "secret", 3, visibility={"roles": ["hr"]}),
+        A("H2", "secret_twice", 6, kind="derived", depends_on=["H1"], derivation="{secret} * 2"),
+    )
+    POLICY = gamma.load_policy(Path(__file__).resolve().parent.parent / "policies/recompute.toml")
+
+    def test_a_recomputed_fact_shows_its_derivation_inputs_and_stale_value(self) -> None:
+        found = explain(self.EVENTS, "T1", actor(), "2026-03-02T00:00:00Z", policy=self.POLICY)
+        body = found.to_dict()
+        assert body["value"] == 14 and body["derivation"] == "{snacks.weekly} * 2"
+        assert body["inputs"] == {"events": ["e3"], "facts": ["W2"]}
+        assert body["stale"] == {"code": "recomputed", "value": 20}
+        text = found.render()
+        assert '  derivation "{snacks.weekly} * 2"' in text and "  recomputed from W2 [e3]" in text
+        assert "the stated value 20 is withheld" in text
+
+    def test_a_hidden_derived_fact_shows_no_derivation_but_the_auditor_sees_it(self) -> None:
+        hidden = explain(self.EVENTS, "H2", actor(), "2026-03-02T00:00:00Z", policy=self.POLICY)
+        assert "derivation" not in hidden.to_dict() and "{secret}" not in hidden.render()
+        audit = explain(self.EVENTS, "H2", actor(), "2026-03-02T00:00:00Z", policy=self.POLICY,
+                        auditor=True)
+        assert audit.to_dict()["derivation"] == "{secret} * 2"
+
+    def test_without_a_derivation_the_explanation_has_no_new_field(self) -> None:
+        body = explain(self.EVENTS, "W2", actor(), "2026-03-02T00:00:00Z", policy=self.POLICY).to_dict()
+        assert not {"derivation", "inputs", "stale"} & set(body)

@@ -11,6 +11,7 @@ from helpers import AT, A, X, actor, log, ts
 
 import gamma
 from gamma.core.errors import InputError
+from gamma.data import policy_by_name
 from gamma.scoring.findings import (
     LogFacts,
     Stated,
@@ -444,3 +445,45 @@ class TestValidation:
         found = check_response(resolve(EVENTS, actor(), AT), LogFacts(EVENTS), question="q",
                                stated=stated, experience="X2")  # fmt: skip
         assert [v.kind for v in found] == ["bypass", "unsupported", "ghost_binding", "verdict_mismatch"]
+
+
+class TestRecomputed:
+    """Issue 29: under ``recompute`` the computed value is supported and the stale stated one
+    withheld (code ``recomputed``, a validity code: negation and the question exempt it)."""
+
+    PAPER = log(
+        A("W1", "snacks.weekly", 10),
+        A("T1", "snacks.two_weeks", 20, kind="derived", depends_on=["W1"],
+          derivation="{snacks.weekly} * 2"),
+        A("W2", "snacks.weekly", 7),
+    )
+
+    def judge(self, response: str, question: str = "How many packs for two weeks?",
+              context: str | None = None) -> Validation:
+        return validate(self.PAPER, actor=actor(), at=AT, question=question, response=response,
+                        policy=_RECOMPUTE, context=context)
+
+    def test_quoting_the_stale_stated_value_is_a_bypass(self) -> None:
+        result = self.judge("Buy 20 packs for the two weeks.")
+        assert leaked(result) == {"T1": ("20",)}
+        assert of_kind(result, "bypass")[0].codes == ("recomputed",)
+
+    def test_the_recomputed_value_is_supported(self) -> None:
+        result = self.judge("Buy 14 packs for the two weeks.")
+        assert result.violations == ()
+        # supported by the admitted value itself, not only by the context block showing it
+        assert self.judge("Buy 14 packs for the two weeks.", context="").violations == ()
+
+    def test_a_negated_stale_value_is_exempt(self) -> None:
+        assert kinds(self.judge("Not 20 any more: 14 packs.")) == []
+
+    def test_under_the_default_policy_nothing_changes(self) -> None:
+        result = validate(self.PAPER, actor=actor(), at=AT, question="How many packs?",
+                          response="Buy 14 packs.")
+        assert unsupported(result) == ("14",)
+        assert withheld(gamma.resolve(self.PAPER, actor(), AT), LogFacts(self.PAPER)) == (
+            ("T1", ("dependency_invalidated",)), ("W1", ("superseded",)),
+        )
+
+
+_RECOMPUTE = policy_by_name("recompute")

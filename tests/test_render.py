@@ -347,3 +347,20 @@ class TestText:
         """An unknown format is refused."""
         with pytest.raises(ValueError):
             run(A("F1", "k", 1)).render("yaml")
+
+
+def test_a_recomputed_value_shows_as_such_and_the_stale_one_never_in_the_context() -> None:
+    """Issue 29: the context line says the value was recomputed and from which facts; the text
+    report (for people) also names the stated value it replaced."""
+    res = run(
+        A("W1", "snacks.weekly", 10),
+        A("T1", "snacks.two_weeks", 20, kind="derived", depends_on=["W1"],
+          derivation="{snacks.weekly} * 2"),
+        A("W2", "snacks.weekly", 7),
+        policy=load_policy(Path(__file__).resolve().parent.parent / "policies/recompute.toml"),
+    )
+    context = res.render("context")
+    assert "- [T1] snacks.two_weeks = 14 (recomputed from W2)\n" in context
+    assert "= 20" not in context and "stated" not in context
+    text = res.render("text")
+    assert "recomputed from W2, stated 20" in text

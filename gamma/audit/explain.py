@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from gamma.core.canonical import compact_json, format_ts, parse_ts
-from gamma.core.decisions import Reason
+from gamma.core.decisions import Inputs, Reason, Recomputed, Stale
 from gamma.core.events import parse_actor
 from gamma.core.model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke
 from gamma.core.policy import DEFAULT_POLICY, Policy
@@ -39,6 +39,7 @@ __all__ = ["Step", "Counterfactual", "Node", "Explanation", "Index", "Checker", 
            "apply_changes"]
 
 _HIDDEN = frozenset({"access_denied", "dependency_restricted", "tenant_isolation"})
+_OPTIONAL = ("derivation", "inputs", "stale")
 _TICK = timedelta(microseconds=1)
 # Counterfactual re-resolutions per explanation (or per report): this many times the log's
 # events, plus a fixed allowance so that small logs try every candidate.
@@ -98,6 +99,11 @@ class Explanation:
     upstream: tuple[Node, ...] = ()
     # False when the counterfactual budget ran out before every candidate change was tried
     complete: bool = True
+    # issue 29, written only when present: the fact's stated derivation (when the view may
+    # show the fact), and for a recomputed value the inputs it used and the stale stated value
+    derivation: str | None = None
+    inputs: Inputs | None = None
+    stale: Stale | None = None
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -106,6 +112,9 @@ class Explanation:
     def to_dict(self) -> dict[str, Any]:
         # a JSON round trip: nested tuples (changes) become lists, as any reader sees them
         parsed: dict[str, Any] = json.loads(compact_json(attrs.asdict(self)))
+        for name in _OPTIONAL:
+            if parsed[name] is None:
+                del parsed[name]
         return parsed
 
     def to_json(self) -> str:
@@ -119,6 +128,14 @@ class Explanation:
         out = [head + (" [auditor view]" if self.auditor else "")]
         if self.value is not None:
             out.append(f"  value {compact_json(self.value)}")
+        if self.derivation is not None:
+            out.append(f"  derivation {compact_json(self.derivation)}")
+        if self.inputs is not None:
+            used = ", ".join(inert(f) for f in self.inputs.facts) or "no input"
+            out.append(f"  recomputed from {used} [{' '.join(self.inputs.events)}]")
+        if self.stale is not None:
+            out.append(f"  {self.stale.code}: the stated value {compact_json(self.stale.value)}"
+                       f" is withheld ({EXPLANATIONS[self.stale.code]})")
         for r in self.reasons:
             tail = f" -> {', '.join(inert(f) for f in r.facts)}" if r.facts else ""
             out.append(f"  {r.code}: {EXPLANATIONS[r.code]}{tail} [{' '.join(r.events)}]")
@@ -359,12 +376,17 @@ def explain_in(index: Index, fact: str, *, auditor: bool, checker: Checker,
             found, done = _counterfactuals(index, fact, reason, checker)
             changes += found
             complete = complete and done
+    shown = fact_event is not None and (auditor or not (hidden or decision == "unknown"))
+    recomputed = admitted if isinstance(admitted, Recomputed) else None
     return Explanation(
         fact=fact, actor=res.actor.id, at=format_ts(res.at), decision=decision,
         key=_key(res, fact, fact_event if auditor else None),
         value=value, reasons=reasons, timeline=tuple(timeline), tree=tree,
         changes=tuple(changes), auditor=auditor, hidden=hidden, upstream=upstream,
         complete=complete,
+        derivation=fact_event.derivation if shown and fact_event is not None else None,
+        inputs=recomputed.inputs if recomputed is not None else None,
+        stale=recomputed.stale if recomputed is not None else None,
     )
 
 

@@ -14,10 +14,10 @@ from typing import Any, Literal, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.errors import AttributeValidationNote, IterableValidationNote
-from cattrs.gen import make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from gamma.core.canonical import format_ts, parse_ts
-from gamma.core.decisions import Reason
+from gamma.core.decisions import Admitted, Reason, Recomputed
 from gamma.core.errors import MissingFieldError, UnknownFieldError, ValueTypeError
 from gamma.core.model import EVENT_TYPES, Actor, Visibility
 
@@ -126,10 +126,34 @@ def _make_converter() -> cattrs.Converter:
     conv.register_unstructure_hook(
         Reason, lambda r: {"code": r.code, "events": list(r.events), "facts": list(r.facts)}
     )
+    _register_recomputed(conv)
     conv.register_unstructure_hook_func(_is_pairs, dict)
     conv.register_structure_hook_func(_is_pairs, _structure_pairs)
     conv.register_unstructure_hook_func(lambda tp: tp == tuple[str, ...] or tp == tuple[str, ...] | None, _list_or_none)
     return conv
+
+
+def _register_recomputed(conv: cattrs.Converter) -> None:
+    """An admitted record with ``inputs`` is a ``Recomputed`` one; its ``stale`` is written
+    only when present (issue 29: the optional fields of an admitted record)."""
+    plain = make_dict_structure_fn(Admitted, conv, _cattrs_forbid_extra_keys=True)
+    derived = make_dict_structure_fn(Recomputed, conv, _cattrs_forbid_extra_keys=True)
+
+    def structure(value: Any, _: Any) -> Admitted:
+        if isinstance(value, dict) and "inputs" in value:
+            return derived(value, Recomputed)
+        return plain(value, Admitted)
+
+    conv.register_structure_hook(Admitted, structure)
+    unstructure = make_dict_unstructure_fn(Recomputed, conv)
+
+    def unstructure_recomputed(value: Recomputed) -> dict[str, Any]:
+        found: dict[str, Any] = unstructure(value)
+        if value.stale is None:
+            del found["stale"]
+        return found
+
+    conv.register_unstructure_hook(Recomputed, unstructure_recomputed)
 
 
 converter = _make_converter()

@@ -17,6 +17,9 @@ __all__ = [
     "Verdict",
     "Reason",
     "Admitted",
+    "Inputs",
+    "Stale",
+    "Recomputed",
     "Excluded",
     "UsedReason",
     "ExperienceVerdict",
@@ -34,6 +37,8 @@ VALIDITY_CODES = frozenset(
         "outranked",
         "overridden",
         "dependency_invalidated",
+        "derivation_failed",
+        "recomputed",
     }
 )
 VISIBILITY_CODES = frozenset(
@@ -64,6 +69,31 @@ class Admitted:
     kind: str
     priority: str
     needs_recheck: bool = False
+
+
+@attrs.frozen
+class Inputs:
+    """The evidence of a recomputed value: the input facts used and their commit events."""
+
+    events: tuple[str, ...]
+    facts: tuple[str, ...]
+
+
+@attrs.frozen
+class Stale:
+    """A stated value its derivation no longer gives (code ``recomputed``): withheld."""
+
+    code: str
+    value: Value
+
+
+@attrs.frozen(kw_only=True)
+class Recomputed(Admitted):
+    """An admitted derived fact whose value Γ computed from its derivation (issue 29); a
+    subclass, so records of every other fact keep their bytes."""
+
+    inputs: Inputs
+    stale: Stale | None = None
 
 
 @attrs.frozen(kw_only=True)

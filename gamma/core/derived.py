@@ -22,9 +22,16 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from gamma.core.decisions import SUBSTITUTING_CODES, Admitted, Excluded, ExperienceVerdict, Ignored
+from gamma.core.decisions import (
+    SUBSTITUTING_CODES,
+    Admitted,
+    Excluded,
+    ExperienceVerdict,
+    Ignored,
+    Reason,
+)
 from gamma.core.experiences import verdict_of
-from gamma.core.model import Actor, Assert, Event, Experience, Grant, Revoke
+from gamma.core.model import Actor, Assert, Event, Experience, Grant, Revoke, Value
 from gamma.core.phases import (
     Access,
     Codes,
@@ -36,8 +43,10 @@ from gamma.core.phases import (
     key_access_ignored,
     known_unknown,
     own_codes,
+    recomputed,
 )
 from gamma.core.policy import Policy
+from gamma.core.recompute import Computed
 
 __all__ = ["Derived", "Table", "TenantIndex", "actor_class"]
 
@@ -104,6 +113,7 @@ class TenantIndex:
         self.flip_times: list[datetime] = []  # every valid_from and valid_until, sorted,
         self.flip_keys: list[str] = []  # with the key of its fact
         self.named: set[str] = set()  # actor ids some visibility list or grant names
+        self.derivations: set[str] = set()  # the facts stating a derivation
 
     def add(self, event: Event, fold: FoldState, grants_before: int) -> None:
         """Index ``event`` just folded (``grants_before``: len(key_grant_events) before it)."""
@@ -119,6 +129,8 @@ class TenantIndex:
                     self.flip_keys.insert(i, event.key)
             if event.visibility is not None:
                 self.named.update(event.visibility.actors or ())
+            if event.derivation is not None:
+                self.derivations.add(event.fact)
         elif isinstance(event, Grant | Revoke):
             if event.to_actor is not None:
                 self.named.add(event.to_actor)
@@ -186,6 +198,12 @@ class Derived:
         self.unjudged: set[int] = set()
         self.walks_to: dict[str, set[str]] = defaultdict(set)  # g -> facts whose walk steps to g
         self.memo: dict[str, str | None] = {}
+        # recompute mode: each derived fact's computed value or failure, the facts its last
+        # evaluation read, and per fact the derived facts that read it
+        self.computed: dict[str, Computed] = {}
+        self.failed: dict[str, Reason] = {}
+        self.reads: dict[str, set[str]] = {}
+        self.readers: dict[str, set[str]] = defaultdict(set)
 
     def invalidate(self, keys: Iterable[str]) -> None:
         """Those keys' facts may have changed records (or the time or actor moved)."""
@@ -197,6 +215,8 @@ class Derived:
         """Bring the results for ``keys`` (None: every key) and their ancestors' keys up to date."""
         self.at = at
         index = self.index
+        if keys is not None and index.derivations and self.policy.dependency_mode == "recompute":
+            keys = None  # what a derivation reads is found by walking: every key is computed
         if self.complete:  # every key computed once: only the touched ones again
             wanted = set(self.dirty)
         elif keys is None:
@@ -253,7 +273,8 @@ class Derived:
         found = set(moved)
         todo = list(moved)
         while todo:
-            for dependent in self.index.dependents.get(todo.pop(), ()):
+            fact_id = todo.pop()
+            for dependent in (*self.index.dependents.get(fact_id, ()), *self.readers.get(fact_id, ())):
                 if dependent not in found and dependent in self.own and dependent in fold.facts:
                     found.add(dependent)
                     todo.append(dependent)
@@ -262,13 +283,28 @@ class Derived:
     def _inherit(self, fold: FoldState, region: list[str]) -> None:
         """Phase 4 over ``region`` (log order), then the records of every fact that changed."""
         flag = self.policy.dependency_mode == "flag"
+        recompute = self.policy.dependency_mode == "recompute"
         changed: list[str] = []
         for fact_id in region:
             fact = fold.facts[fact_id]
-            codes, origins, stale = inherit(fact, self.own[fact_id], self.origins, self.own, flag=flag)
+            codes, origins, stale = inherit(
+                fact, self.own[fact_id], self.origins, self.own, flag=flag, failed=self.failed
+            )
+            computed = None
+            if recompute and fact.event.derivation is not None:
+                codes, origins, computed = self._recompute(fold, fact, codes, origins)
             self.origins[fact_id] = origins
-            if fact_id in self.codes and self.codes[fact_id] == codes and self.recheck.get(fact_id) == stale:
+            if (
+                fact_id in self.codes
+                and self.codes[fact_id] == codes
+                and self.recheck.get(fact_id) == stale
+                and self.computed.get(fact_id) == computed
+            ):
                 continue
+            if computed is None:
+                self.computed.pop(fact_id, None)
+            else:
+                self.computed[fact_id] = computed
             self._walk_edge(fact_id, self.codes.get(fact_id), codes)
             self.codes[fact_id] = codes
             if stale is None:
@@ -277,14 +313,50 @@ class Derived:
             else:
                 self.recheck[fact_id] = stale
                 self.recheck_inputs.set(fact_id, (fact_id, tuple(sorted(stale))))
-            self._record(fact, codes, stale is not None)
+            self._record(fact, codes, stale is not None, computed)
             changed.append(fact_id)
         self._rejudge(changed)
         for key in {fold.facts[f].event.key for f in changed}:
             self._known_unknown(fold, key)
 
-    def _record(self, fact: FactRecord, codes: Codes, recheck: bool) -> None:
-        record = decision(fact, codes, recheck, self.policy)
+    def _recompute(
+        self, fold: FoldState, fact: FactRecord, codes: Codes, origins: Origins
+    ) -> tuple[Codes, Origins, Computed | None]:
+        """The pure resolver's ``recomputed`` over the kept results: a fact computed later in
+        the log is not settled yet (as in the pure resolver's log-order pass)."""
+        order_of = self.index.order_of
+        position = order_of[fact.id]
+
+        def settled(x: str) -> Codes | None:
+            event = fold.facts[x].event
+            if event.depends_on or event.derivation is not None:
+                return self.codes.get(x) if order_of[x] < position else None
+            return self.own.get(x)
+
+        def value_of(x: str) -> Value:
+            found = self.computed.get(x)
+            return fold.facts[x].event.value if found is None else found.value
+
+        walked: set[str] = set()
+        codes, origins, computed, failure = recomputed(
+            fact, codes, origins, fold.facts, settled, value_of, walked=walked
+        )
+        for x in self.reads.pop(fact.id, ()):
+            self.readers[x].discard(fact.id)
+        if walked:
+            self.reads[fact.id] = walked
+            for x in walked:
+                self.readers[x].add(fact.id)
+        if failure is None:
+            self.failed.pop(fact.id, None)
+        else:
+            self.failed[fact.id] = failure
+        return codes, origins, computed
+
+    def _record(
+        self, fact: FactRecord, codes: Codes, recheck: bool, computed: Computed | None = None
+    ) -> None:
+        record = decision(fact, codes, recheck, self.policy, computed=computed)
         self.decided[fact.id] = record
         if isinstance(record, Admitted):
             self.admitted_ids.add(fact.id)

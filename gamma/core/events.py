@@ -52,6 +52,7 @@ from gamma.core.model import (
 from gamma.core.parsed import ParsedLog  # the reader's mark: see gamma.core.handbuilt
 from gamma.core.plain import is_plain, plain_line
 from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.stated import check_derivation
 from gamma.core.strictjson import decode_json
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "check_scope",
     "check_line",
     "check_strings",
+    "check_derivation",
     "read_bounded",
     "unsafe_character",
     "EMPTY_FILE",
@@ -108,6 +110,8 @@ def event_from_json(
     if event is None:
         event = _strict_event(obj, cls, fail)
         _check_semantics(event, policy, fail)
+        if isinstance(event, Assert) and event.derivation is not None:
+            check_derivation(event, source=source, line=line)
     if _may_be_long(obj):
         check_strings(event, source=source, line=line)
     return event

@@ -41,6 +41,7 @@ from gamma.core.model import (
     Visibility,
 )
 from gamma.core.policy import Policy
+from gamma.core.stated import derivation_sound
 
 __all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "fast_event", "fast_line", "sound"]
 
@@ -199,7 +200,7 @@ _FIELDS: dict[str, tuple[type[Event], dict[str, Callable[[Any], Any]], frozenset
             **_ENVELOPE, "fact": _ident, "key": _name, "value": _value, "scope": _scope,
             "status": _literal(STATUSES), "authority": _label, "kind": _literal(KINDS),
             "priority": _literal(PRIORITIES), "visibility": _visibility, "valid_from": _ts,
-            "valid_until": _ts, "depends_on": _names, "supersedes": _names,
+            "valid_until": _ts, "depends_on": _names, "supersedes": _names, "derivation": _str,
         },
         frozenset({"id", "ts", "actor", "tenant", "fact", "key", "value"}),
     ),
@@ -301,7 +302,8 @@ def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
             if start is not None and end <= start:
                 return None
         scope, depends_on, supersedes = get("scope"), get("depends_on"), get("supersedes")
-        return Assert(
+        derivation = get("derivation")
+        event = Assert(
             id=_ident(obj["id"]),
             ts=_ts(obj["ts"]),
             actor=actor,
@@ -319,9 +321,13 @@ def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
             valid_until=end,
             depends_on=None if depends_on is None else _names(depends_on),
             supersedes=None if supersedes is None else _names(supersedes),
+            derivation=None if derivation is None else _str(derivation),
         )
     except _Defer:
         return None
+    if derivation is not None and not derivation_sound(event):
+        return None  # the strict path raises its error
+    return event
 
 
 def sound(event: Event, policy: Policy) -> bool:

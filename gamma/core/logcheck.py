@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from gamma.core.derivation import parse_derivation
 from gamma.core.errors import (
     CycleError,
     DuplicateIdError,
@@ -88,6 +89,7 @@ def check_events(
     """
     ids: set[str] = set()
     facts: dict[str, str] = {}  # fact -> tenant, of this batch
+    keys: dict[str, str] = {}  # fact -> key, of this batch
     experiences: set[str] = set()
     last = index.last_ts() if index is not None else None
 
@@ -136,7 +138,10 @@ def check_events(
                 check_references(position, event, "supersedes", event.supersedes)
             if event.depends_on:
                 check_references(position, event, "depends_on", event.depends_on)
+            if event.derivation is not None:
+                _check_inputs(event, keys, line_of(position), source)
             facts[own] = event.tenant
+            keys[own] = event.key
         elif isinstance(event, Experience):
             experience = event.experience
             if experience in experiences or (
@@ -151,6 +156,25 @@ def check_events(
             experiences.add(experience)
         elif event.fact is not None:
             check_references(position, event, "", (event.fact,))
+
+
+def _check_inputs(event: Assert, keys: dict[str, str], line: int | None, source: str | None) -> None:
+    """Each input of a derivation names a fact of ``depends_on`` or the key of exactly one of
+    them (a dependency only a store's index knows is not looked into: Γ fails closed on it)."""
+    assert event.derivation is not None
+    depends_on = event.depends_on or ()
+    for name in parse_derivation(event.derivation).inputs:
+        if name in depends_on:
+            continue
+        if any(dep not in keys for dep in depends_on):
+            continue
+        holders = [dep for dep in dict.fromkeys(depends_on) if keys[dep] == name]
+        if len(holders) != 1:
+            detail = "no fact" if not holders else f"{len(holders)} facts"
+            raise UnknownReferenceError(
+                f"input {{{name}}} names {detail} of depends_on (by fact id or key)",
+                source=source, line=line, field="derivation",
+            )
 
 
 def _later_fact(

@@ -83,6 +83,8 @@ class Assert(_Envelope):
     valid_until: datetime | None = None
     depends_on: tuple[str, ...] | None = None
     supersedes: tuple[str, ...] | None = None
+    # how a derived value is computed from its inputs (issue 29): text of gamma.core.derivation
+    derivation: str | None = None
 
 
 @attrs.frozen(kw_only=True)

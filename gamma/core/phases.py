@@ -21,16 +21,24 @@ from __future__ import annotations
 import heapq
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Protocol
 
-from gamma.core.decisions import VALIDITY_CODES, Admitted, Excluded, Ignored, Reason
+from gamma.core.decisions import (
+    VALIDITY_CODES,
+    Admitted,
+    Excluded,
+    Ignored,
+    Reason,
+    Recomputed,
+)
 from gamma.core.experiences import verdict_of
 from gamma.core.merkle import TreeHead
-from gamma.core.model import Actor, Assert, Experience
+from gamma.core.model import Actor, Assert, Experience, Value
 from gamma.core.policy import Policy
+from gamma.core.recompute import FAILED, Computed, recompute
 from gamma.core.resolution import Resolution
 
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "key_access_ignored",
     "known_unknown",
     "own_codes",
+    "recomputed",
     "scope_contains",
     "specificity",
 ]
@@ -317,6 +326,7 @@ def inherit(
     owns: Mapping[str, Codes],
     *,
     flag: bool,
+    failed: Mapping[str, Reason] | None = None,
 ) -> tuple[Codes, Origins, set[str] | None]:
     """Phase 4 for one fact whose dependencies are decided: its final codes, its origins, and
     (under ``flag``) the stale origins that make it admitted with needs_recheck.
@@ -326,7 +336,7 @@ def inherit(
     in the group. A dependency reason names the direct dependencies having an origin, their
     origins, and the events of the origins' own reasons (``owns``), so its size is bounded
     by the fact's own ``depends_on``. Origins pass through hidden facts too, and in ``flag``
-    mode.
+    mode. ``failed`` holds the ``derivation_failed`` reasons of origins (``recompute`` mode).
     """
     deps = fact.event.depends_on
     mine = _own_origins(fact.id, own) if own else _NO_ORIGINS
@@ -344,6 +354,8 @@ def inherit(
             continue
         sources = set(found.values())
         events = {e for o in sources for c, r in owns[o].items() if c in wanted for e in r.events}
+        if failed and group == 0:
+            events.update(e for o in sources if o in failed for e in failed[o].events)
         final[code] = Reason(code, tuple(sorted(events)), tuple(sorted(sources | set(found))))
     recheck = set(direct[0].values()) if flag and direct[0] and not final else None
     validity, visibility = (
@@ -363,9 +375,50 @@ def _own_origins(fact_id: str, own: Codes) -> Origins:
 # -- per fact and per key: the records of the resolution --------------------------------
 
 
-def decision(fact: FactRecord, codes: Codes, recheck: bool, policy: Policy) -> Admitted | Excluded:
+def recomputed(
+    fact: FactRecord,
+    final: Codes,
+    origin: Origins,
+    facts: Mapping[str, FactRecord],
+    settled: Callable[[str], Codes | None],
+    value_of: Callable[[str], Value],
+    *,
+    walked: set[str] | None = None,
+) -> tuple[Codes, Origins, Computed | None, Reason | None]:
+    """Phase 4's result for one fact under ``recompute``: its codes, origins, recomputed value
+    and ``derivation_failed`` reason. A recomputed fact is admitted (no codes) and keeps its
+    origins, so a dependent without a derivation is invalidated as today; a failed one is an
+    origin of ``dependency_invalidated`` itself."""
+    result = recompute(fact, final, facts, settled, value_of, walked=walked)
+    if result is None:
+        return final, origin, None, None
+    if isinstance(result, Computed):
+        return {}, origin, result, None
+    return {FAILED: result}, (fact.id, origin[1]), None, result
+
+
+def decision(
+    fact: FactRecord,
+    codes: Codes,
+    recheck: bool,
+    policy: Policy,
+    *,
+    computed: Computed | None = None,
+) -> Admitted | Excluded:
     """The record a resolution gives one fact."""
     e = fact.event
+    if computed is not None:
+        return Recomputed(
+            fact=fact.id,
+            key=e.key,
+            value=computed.value,
+            scope=fact.scope,
+            authority=policy.authority_ladder[fact.rank],
+            kind=e.kind or "fact",
+            priority=e.priority or "hard",
+            inputs=computed.inputs,
+            stale=computed.stale,
+        )
     if codes:
         reasons = (
             tuple(codes.values()) if len(codes) == 1 else tuple([codes[c] for c in sorted(codes)])
@@ -432,6 +485,15 @@ def conclude(
             depended_on.update(fact.event.depends_on)
     access = Access(fold, actor)
     flag = policy.dependency_mode == "flag"
+    recompute_mode = policy.dependency_mode == "recompute"
+    failed: dict[str, Reason] = {}
+    values: dict[str, Value] = {}
+    facts_of = fold.facts
+
+    def value_of(fact_id: str) -> Value:
+        found = values.get(fact_id)
+        return facts_of[fact_id].event.value if found is None else found
+
     owns: dict[str, Codes] = {}
     codes: dict[str, Codes] = {}
     origins: dict[str, Origins] = {}
@@ -441,13 +503,22 @@ def conclude(
 
     def finish(fact: FactRecord, own: Codes) -> None:
         fact_id = fact.id
-        final, origin, stale = inherit(fact, own, origins, owns, flag=flag)
+        final, origin, stale = inherit(fact, own, origins, owns, flag=flag, failed=failed)
+        computed = None
+        if recompute_mode and fact.event.derivation is not None:
+            final, origin, computed, failure = recomputed(
+                fact, final, origin, facts_of, codes.get, value_of
+            )
+            if failure is not None:
+                failed[fact_id] = failure
+            if computed is not None:
+                values[fact_id] = computed.value
         if fact_id in depended_on:
             origins[fact_id] = origin
         codes[fact_id] = final
         if stale is not None:
             recheck[fact_id] = stale
-        record = decision(fact, final, stale is not None, policy)
+        record = decision(fact, final, stale is not None, policy, computed=computed)
         if isinstance(record, Excluded):
             excluded.append(record)
         else:
@@ -463,9 +534,10 @@ def conclude(
         own = own_codes(facts, actor, at, policy, access)
         waits = False
         for fact in facts:
-            if fact.event.depends_on or fact.id in depended_on:  # what phase 4 reads later
+            computed_later = bool(fact.event.depends_on) or fact.event.derivation is not None
+            if computed_later or fact.id in depended_on:  # what phase 4 reads later
                 owns[fact.id] = own[fact.id]
-            if fact.event.depends_on:
+            if computed_later:
                 waits = True
             else:
                 finish(fact, own[fact.id])
@@ -473,8 +545,8 @@ def conclude(
             waiting.append((key, facts))
         elif known_unknown(facts, own, policy):
             unknown.append(key)
-    for fact in fold.order:
-        if fact.event.depends_on:
+    for fact in fold.order:  # log order: what a fact reads is final before it (SPEC "Derived
+        if fact.event.depends_on or fact.event.derivation is not None:  # values recomputed")
             finish(fact, owns[fact.id])
     unknown += [key for key, facts in waiting if known_unknown(facts, codes, policy)]
     admitted.sort(key=_by_fact)

@@ -36,6 +36,7 @@ from gamma.core.model import (
     Revoke,
 )
 from gamma.core.policy import Policy
+from gamma.core.stated import derivation_sound
 
 __all__ = ["is_plain", "plain_line"]
 
@@ -86,6 +87,7 @@ class _Assert(_Line, tag="assert"):
     valid_until: _Stamp | None = None
     depends_on: _Names | None = None
     supersedes: _Names | None = None
+    derivation: str | None = None
 
 
 class _Retract(_Line, tag="retract"):
@@ -187,6 +189,10 @@ def _model(typed: _Line) -> Event | None:
             if stamp is not None and not _stamp_ok(stamp):
                 return None
     event: Event = _convert(typed, _MODEL[type(typed)], from_attributes=True)
+    if type(typed) is _Assert and typed.derivation is not None:
+        assert isinstance(event, Assert)
+        if not derivation_sound(event):
+            return None  # the strict path raises its error
     return event
 
 

@@ -71,7 +71,7 @@ class Policy:
     clearance_ladder: tuple[str, ...] = ("public", "internal", "confidential", "secret")
     clearance_default: str = "public"
     same_key: bool = True
-    dependency_mode: Literal["exclude", "flag"] = "exclude"
+    dependency_mode: Literal["exclude", "flag", "recompute"] = "exclude"
     restricted_keys: bool = False
     # the highest authority each writer (an envelope ``actor``) holds: exact ids, or prefixes
     # ending in ``*``; writers matching no entry hold ``writer_default`` (None: the top level)
@@ -292,8 +292,10 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
             "store", "clock_skew_seconds",
         )
     mode = values.get("dependencies.mode", base.dependency_mode)
-    if mode not in ("exclude", "flag"):
-        raise fail(f"expected 'exclude' or 'flag', got {_shown(mode)}", "dependencies", "mode")
+    if mode not in ("exclude", "flag", "recompute"):
+        raise fail(
+            f"expected 'exclude', 'flag' or 'recompute', got {_shown(mode)}", "dependencies", "mode"
+        )
     return Policy(
         authority_ladder=authority_ladder,
         authority_default=authority_default,

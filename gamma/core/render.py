@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gamma.core.canonical import format_ts
+from gamma.core.decisions import Recomputed
 from gamma.core.errors import LimitError, ValueTypeError
 from gamma.core.limits import MAX_CONTEXT_BYTES
 
@@ -38,6 +39,8 @@ EXPLANATIONS: dict[str, str] = {
     "overridden": "an equal-authority fact in a more specific scope holds its key",
     "dependency_invalidated": "a fact it depends on is no longer valid",
     "dependency_restricted": "a fact it depends on is hidden from the actor",
+    "derivation_failed": "its derivation gives no value over its inputs' current values",
+    "recomputed": "its stated value is not what its derivation gives now",
     "insufficient_authority": "written with less authority than its target fact",
 }
 
@@ -120,7 +123,10 @@ def render_context(resolution: Resolution, *, keys: Iterable[str] | None = None)
     unknown = [k for k in resolution.known_unknowns if wanted is None or k in wanted]
 
     def line(a: object) -> str:
-        return f"- [{inert(a.fact)}] {inert(a.key)} = {_value(a.value)}"  # type: ignore[attr-defined]
+        text = f"- [{inert(a.fact)}] {inert(a.key)} = {_value(a.value)}"  # type: ignore[attr-defined]
+        if isinstance(a, Recomputed):  # the computed value only: the stale one never shows
+            text += f" (recomputed from {', '.join(inert(f) for f in a.inputs.facts)})"
+        return text
 
     if binding:
         lines += ["## Binding", *map(line, binding)]
@@ -144,6 +150,14 @@ def render_context(resolution: Resolution, *, keys: Iterable[str] | None = None)
                 field="context",
             )
     return block
+
+
+def _recomputed(a: object) -> str:
+    """The text report's note on a recomputed value: its inputs and the stated value it replaced."""
+    if not isinstance(a, Recomputed):
+        return ""
+    note = f"recomputed from {', '.join(inert(f) for f in a.inputs.facts)}"
+    return note if a.stale is None else f"{note}, stated {_value(a.stale.value)}"
 
 
 def render_text(resolution: Resolution) -> str:
@@ -175,7 +189,7 @@ def render_text(resolution: Resolution) -> str:
             a.scope,
             a.authority,
             a.kind + ("" if a.priority == "hard" else f"/{a.priority}"),
-            "needs recheck" if a.needs_recheck else "",
+            "needs recheck" if a.needs_recheck else _recomputed(a),
         ]
         for a in sorted(resolution.admitted, key=lambda a: by_position(a.fact))
     ]

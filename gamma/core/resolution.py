@@ -23,7 +23,14 @@ from gamma.core.canonical import (
 )
 from gamma.core.collector import collector_paused
 from gamma.core.convert import converter
-from gamma.core.decisions import Admitted, Excluded, ExperienceVerdict, Ignored, Reason
+from gamma.core.decisions import (
+    Admitted,
+    Excluded,
+    ExperienceVerdict,
+    Ignored,
+    Reason,
+    Recomputed,
+)
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor
 from gamma.core.render import render as render_resolution
@@ -47,11 +54,24 @@ def _pieces(texts: dict[str, bytes]) -> list[bytes]:
 
 
 def _admitted(a: Admitted) -> dict[str, Any]:
-    return {
+    found = {
         "authority": a.authority, "fact": a.fact, "key": a.key, "kind": a.kind,
         "needs_recheck": a.needs_recheck, "priority": a.priority, "scope": a.scope,
         "value": a.value,
     }  # fmt: skip
+    if isinstance(a, Recomputed):  # the optional fields, written only when Γ evaluated
+        found["inputs"] = {"events": list(a.inputs.events), "facts": list(a.inputs.facts)}
+        if a.stale is not None:
+            found["stale"] = {"code": a.stale.code, "value": a.stale.value}
+    return found
+
+
+def _admitted_bytes(admitted: tuple[Admitted, ...]) -> bytes:
+    """The admitted list's canonical JSON: msgspec's for plain records, and the records with
+    their optional fields (omitted when absent) once a recomputed one is among them."""
+    if any(type(a) is Recomputed for a in admitted):
+        return canonical_list(admitted, _admitted)
+    return canonical_records(admitted)
 
 
 def _reason(r: Reason) -> dict[str, Any]:
@@ -98,7 +118,7 @@ class Resolution:
         with collector_paused():  # many small acyclic dicts and lists, freed as they go
             return {
                 "actor": canonical_bytes(converter.unstructure(self.actor)),
-                "admitted": canonical_records(self.admitted),
+                "admitted": _admitted_bytes(self.admitted),
                 "at": canonical_bytes(format_ts(self.at)),
                 "excluded": canonical_records(self.excluded),
                 "experiences": canonical_list(self.experiences, converter.unstructure),

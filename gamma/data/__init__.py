@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 #: The named policies, in the order ``gamma policies`` lists them.
-POLICY_NAMES: tuple[str, ...] = ("default", "strict", "recheck", "multivalue")
+POLICY_NAMES: tuple[str, ...] = ("default", "strict", "recheck", "multivalue", "recompute")
 
 #: The JSON Schemas (draft 2020-12): ``case`` of the case files a user writes, the others of
 #: gamma's JSON outputs (SPEC §17 names the output each describes).

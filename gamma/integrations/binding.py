@@ -163,13 +163,20 @@ class Binding:
         kind: str | None = None,
         depends_on: Sequence[str] = (),
         supersedes: Sequence[str] = (),
+        derivation: str | None = None,
     ) -> Written:
-        """Append an ``assert`` of ``key = value``: its fact id, event id and the append's result."""
+        """Append an ``assert`` of ``key = value``: its fact id, event id and the append's result.
+        A ``derivation`` (over ``depends_on``) makes it a derived fact unless ``kind`` says
+        otherwise (then the append refuses it, naming the field)."""
         body: dict[str, Any] = {"type": "assert", "key": key, "value": value}
         if scope is not None:
             body["scope"] = scope
+        if kind is None and derivation is not None:
+            kind = "derived"
         if kind is not None:
             body["kind"] = kind
+        if derivation is not None:
+            body["derivation"] = derivation
         self.engine.refresh()
         if depends_on:
             self._refer(depends_on, "depends_on")

@@ -30,6 +30,7 @@ from typing import Any
 
 from gamma.core.canonical import canonical_json
 from gamma.core.decisions import Admitted
+from gamma.core.derivation import parse_derivation
 from gamma.core.errors import InputError, ValueTypeError
 from gamma.core.events import check_scope
 from gamma.core.model import Actor, Assert
@@ -106,6 +107,17 @@ def _encode(value: Mapping[str, Any]) -> str:
             f"an item's value must be JSON without floats (write decimals as strings): {exc}",
             field="value",
         ) from None
+
+
+def _stored(value: Mapping[str, Any]) -> str | int | bool:
+    """The fact value of an item: ``{"value": v}`` (and a derived item's ``value``) is stored as
+    ``v`` itself when ``_decode`` reads it back as that dict, so a derivation can compute over
+    it; any other dict as its canonical JSON."""
+    if isinstance(value, Mapping) and set(value) - {"derivation"} == {"value"}:
+        plain = value["value"]
+        if isinstance(plain, (int, bool)) or (isinstance(plain, str) and not plain.startswith("{")):
+            return plain
+    return _encode(value)
 
 
 def _decode(value: str | int | bool) -> dict[str, Any]:
@@ -238,6 +250,30 @@ class GovernedStore(BaseStore):
 
     # -- writes ------------------------------------------------------------------------
 
+    def _derived(self, value: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields of a derived item ``{"value": v, "derivation": text}``: each input of the
+        derivation is a key, read as the one fact of it the actor is admitted now."""
+        derivation = value["derivation"]
+        if set(value) != {"value", "derivation"} or not isinstance(derivation, str):
+            raise ValueTypeError(
+                "a derived item is {'value': stated value, 'derivation': text over item keys}",
+                field="derivation",
+            )
+        names = parse_derivation(derivation, field="derivation").inputs
+        held = self.binding.resolve(keys=names).admitted if names else ()
+        depends_on = []
+        for name in names:
+            facts = [a.fact for a in held if a.key == name]
+            if len(facts) != 1:
+                raise ValueTypeError(
+                    f"input {{{name}}} must be the key of one item you can read now", field="derivation"
+                )
+            depends_on.append(facts[0])
+        fields: dict[str, Any] = {"kind": "derived", "derivation": derivation}
+        if depends_on:
+            fields["depends_on"] = depends_on
+        return fields
+
     def _write(self, ops: list[PutOp]) -> None:
         deleted = sorted({op.key for op in ops if op.value is None})
         held: list[Admitted] = []
@@ -252,9 +288,11 @@ class GovernedStore(BaseStore):
                     for a in held if a.key == op.key and a.scope == scope
                 ]
                 continue
-            body: dict[str, Any] = {"type": "assert", "key": op.key, "value": _encode(op.value)}
+            body: dict[str, Any] = {"type": "assert", "key": op.key, "value": _stored(op.value)}
             if scope != GLOBAL:
                 body["scope"] = scope
+            if isinstance(op.value, Mapping) and "derivation" in op.value:
+                body.update(self._derived(op.value))
             bodies.append({**body, "fact": self.binding.new_fact_id(body)})
         if bodies:
             self.binding.write(bodies)

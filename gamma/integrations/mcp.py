@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gamma.core.canonical import format_ts
+from gamma.core.decisions import Admitted, Recomputed
 from gamma.core.errors import GammaError, InputError
 from gamma.core.model import KINDS
 from gamma.core.version import __version__
@@ -58,6 +59,11 @@ _FACT = {
         "fact": {"type": "string"}, "key": {"type": "string"}, "value": _VALUE,
         "scope": {"type": "string"}, "authority": {"type": "string"}, "kind": {"type": "string"},
         "priority": {"type": "string"}, "needs_recheck": {"type": "boolean"},
+        "inputs": {  # a recomputed value's evidence (its stale stated value is never shown)
+            "type": "object", "additionalProperties": False, "required": ["events", "facts"],
+            "properties": {"events": {"type": "array", "items": {"type": "string"}},
+                           "facts": {"type": "array", "items": {"type": "string"}}},
+        },
     },
     "required": ["fact", "key", "value", "scope", "authority", "kind", "priority", "needs_recheck"],
     "additionalProperties": False,
@@ -100,12 +106,16 @@ TOOLS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         " `scope` is where it applies: `global` (the default), your own scope or one of its"
         " parents (a scope you do not read is refused: it is another's memory); `kind` is"
         " one of " + ", ".join(KINDS) + "; `depends_on` names facts it was derived from;"
+        " `derivation` states how (e.g. `{weekly} * 2` over the fact or key `weekly` of"
+        " `depends_on`: numbers as integers or decimal strings, + - * / min max round if,"
+        " percent), so recall gives the value recomputed from the inputs' current values;"
         " `supersedes` names facts it replaces. Returns the new fact's id. A fact of higher"
         " authority may still hold the key: recall to see what is admitted.",
         _object({
             "key": {"type": "string", "minLength": 1}, "value": _VALUE,
             "scope": {"type": "string", "minLength": 1}, "kind": {"type": "string", "enum": list(KINDS)},
             "depends_on": _IDS, "supersedes": _IDS,
+            "derivation": {"type": "string", "minLength": 1, "maxLength": 1000},
         }, ["key", "value"]),
         _object(_WRITTEN, list(_WRITTEN)),
     ),
@@ -218,12 +228,7 @@ class GammaMCP:
         resolution = self.binding.resolve(keys=keys)
         context = resolution.render("context", keys=keys)
         position = len(self.binding.engine)
-        facts = [
-            {"fact": a.fact, "key": a.key, "value": a.value, "scope": a.scope,
-             "authority": a.authority, "kind": a.kind, "priority": a.priority,
-             "needs_recheck": a.needs_recheck}
-            for a in resolution.admitted
-        ]
+        facts = [_fact(a) for a in resolution.admitted]
         at = format_ts(resolution.at)
         # at, position and head are what an auditor replays this call from (gamma resolve)
         record.update(at=at, position=position, head=resolution.log, admitted=len(facts),
@@ -238,7 +243,7 @@ class GammaMCP:
         written = self.binding.remember(
             arguments["key"], arguments["value"], scope=arguments.get("scope"),
             kind=arguments.get("kind"), depends_on=arguments.get("depends_on", ()),
-            supersedes=arguments.get("supersedes", ()),
+            supersedes=arguments.get("supersedes", ()), derivation=arguments.get("derivation"),
         )
         return _written(written, record)
 
@@ -248,6 +253,16 @@ class GammaMCP:
         out.update(effective=forgotten.effective, why=forgotten.why, detail=forgotten.detail)
         record.update(effective=forgotten.effective, why=forgotten.why)
         return json.dumps(out, sort_keys=True), out
+
+
+def _fact(a: Admitted) -> dict[str, Any]:
+    """One admitted fact for the model: a recomputed one with its inputs, never its stale value."""
+    out: dict[str, Any] = {"fact": a.fact, "key": a.key, "value": a.value, "scope": a.scope,
+           "authority": a.authority, "kind": a.kind, "priority": a.priority,
+           "needs_recheck": a.needs_recheck}  # fmt: skip
+    if isinstance(a, Recomputed):
+        out["inputs"] = {"events": list(a.inputs.events), "facts": list(a.inputs.facts)}
+    return out
 
 
 def _written(written: Written, record: CallRecord) -> tuple[str, dict[str, Any]]:

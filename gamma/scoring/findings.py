@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from gamma.core.decisions import VISIBILITY_CODES
+from gamma.core.decisions import VISIBILITY_CODES, Admitted, Recomputed
 from gamma.core.errors import InputError
 from gamma.core.model import Actor, Assert, Event
 from gamma.core.policy import Policy
@@ -44,6 +44,7 @@ __all__ = [
     "parse_stated",
     "withheld",
     "validate",
+    "admitted_tokens",
 ]
 
 VIOLATION_KINDS = ("bypass", "unsupported", "ghost_binding", "verdict_mismatch")
@@ -132,12 +133,23 @@ def withheld(resolution: Resolution, facts: LogFacts) -> tuple[tuple[str, tuple[
     or not: the log, not the resolution, knows other tenants' facts.
     """
     found = {x.fact: tuple(r.code for r in x.reasons) for x in resolution.excluded}
+    for a in resolution.admitted:  # a recomputed fact withholds its stale stated value
+        if isinstance(a, Recomputed) and a.stale is not None:
+            found[a.fact] = (a.stale.code,)
     admitted = {a.fact for a in resolution.admitted}
     tenant = resolution.actor.tenant
     for fact, event in facts.values.items():
         if event.tenant != tenant and event.ts <= resolution.at and fact not in admitted:
             found.setdefault(fact, ("tenant_isolation",))
     return tuple(sorted(found.items()))
+
+
+def admitted_tokens(admitted: Admitted, facts: LogFacts) -> tuple[Token, ...]:
+    """The tokens of the value an admitted fact supplies: a recomputed one's computed value,
+    never its stated one (issue 29), any other's value as the log holds it."""
+    if isinstance(admitted, Recomputed):
+        return value_tokens(admitted.value)
+    return facts.tokens(admitted.fact)
 
 
 def _exempt(form: Form, exempt: tuple[Token, ...]) -> bool:
@@ -156,7 +168,7 @@ def _searched_forms(
 
 def chance_to_leak(resolution: Resolution, facts: LogFacts, question: str) -> bool:
     """Whether the reference withholds a fact with a form the search would look for."""
-    admitted = tuple(t for a in resolution.admitted for t in facts.tokens(a.fact))
+    admitted = tuple(t for a in resolution.admitted for t in admitted_tokens(a, facts))
     asked = extract(question, sources=True)
     return any(
         _searched_forms(codes, facts.forms(fact), admitted, asked)[1]
@@ -248,13 +260,13 @@ def check_response(
 ) -> tuple[Violation, ...]:
     """All violations of one response against the reference ``resolution``."""
     response_tokens = extract(stated.text)
-    admitted_tokens = tuple(t for a in resolution.admitted for t in facts.tokens(a.fact))
+    supplied = tuple(t for a in resolution.admitted for t in admitted_tokens(a, facts))
     question_tokens = extract(question, sources=True)
     violations: list[Violation] = []
     leaked: list[Token] = []
     view = View(_searched_text(stated))
     for fact, codes in withheld(resolution, facts):
-        hidden, forms = _searched_forms(codes, facts.forms(fact), admitted_tokens, question_tokens)
+        hidden, forms = _searched_forms(codes, facts.forms(fact), supplied, question_tokens)
         hits: list[Hit] = []
         for form in forms:
             hits += [h for h in view.find(form) if hidden or not view.negated(h.start)]
@@ -274,7 +286,7 @@ def check_response(
     shown = context if context is not None else resolution.render("context")
     support = (
         extract(shown, sources=True)
-        + admitted_tokens
+        + supplied
         + question_tokens
         + tuple(t for _, target in stated.bindings for t in extract(target, sources=True))
     )
@@ -337,7 +349,7 @@ def _supplied(target: str, admitted: Iterable[Any], facts: LogFacts) -> bool:
     for item in admitted:
         if target == str(item.value) or target == json.dumps(item.value, ensure_ascii=False):
             return True
-        if wanted and all(find(t, facts.tokens(item.fact)) for t in wanted):
+        if wanted and all(find(t, admitted_tokens(item, facts)) for t in wanted):
             return True
     return False
 

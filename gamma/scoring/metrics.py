@@ -32,6 +32,7 @@ from gamma.scoring.findings import (
     LogFacts,
     Stated,
     Violation,
+    admitted_tokens,
     chance_to_leak,
     check_response,
     parse_stated,
@@ -398,7 +399,7 @@ def _carries_detail(line: ResponseLine, resolution: Resolution, stated: Stated, 
     if outcome is None:
         return False
     substituted = sorted({r.fact for r in outcome.reasons if r.code in SUBSTITUTING_CODES})
-    admitted = tuple(t for a in resolution.admitted for t in facts.tokens(a.fact))
+    admitted = tuple(t for a in resolution.admitted for t in admitted_tokens(a, facts))
     said = [t for t in extract(stated.text) if not t.negated]
     return any(
         find(token, said) and not find(token, admitted)
