@@ -174,6 +174,8 @@ MALFORMED = [
      UnknownFieldError, "ignored[0].x"),
     ("fact listed twice", lambda r: r["excluded"].append(dict(r["excluded"][0])), ValueTypeError,
      "excluded[3].fact"),
+    ("stale without inputs", _set("admitted[0].stale", {"code": "recomputed", "value": 1}),
+     UnknownFieldError, "admitted[0].stale"),
 ]  # fmt: skip
 
 

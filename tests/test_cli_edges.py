@@ -126,10 +126,11 @@ class TestLogLevels:
 
 
 class TestNamedPolicies:
-    def test_policies_lists_the_four(self) -> None:
+    def test_policies_lists_the_five(self) -> None:
         code, out, _ = gamma("policies", "--json")
         rows = [json.loads(line) for line in out.splitlines()]
-        assert code == 0 and [r["name"] for r in rows] == ["default", "strict", "recheck", "multivalue"]
+        assert code == 0 and [r["name"] for r in rows] == ["default", "strict", "recheck",
+                                                           "multivalue", "recompute"]
         for row in rows:
             _, resolved, _ = gamma("resolve", LOG, "--actor", ALICE, "--at", AT, "--policy",
                                    row["name"], "--format", "json")

@@ -191,7 +191,8 @@ def check_record(obj: Any, *, source: str | None = None) -> dict[str, Any]:
             raise fail(ValueTypeError, "expected a list", section)
         for index, item in enumerate(items):
             where = f"{section}[{index}]"
-            _exact_keys(item, fields, where, fail)
+            _exact_keys(item, _recomputed_fields(item) if section == "admitted" else fields,
+                        where, fail)
             if nested is not None:
                 name, inner = nested
                 if not isinstance(item[name], list):
@@ -208,6 +209,15 @@ def check_record(obj: Any, *, source: str | None = None) -> dict[str, Any]:
         raise fail(ValueTypeError, message, field) from None
     _no_twice(obj, fail)
     return dict(obj)
+
+
+def _recomputed_fields(item: Any) -> frozenset[str]:
+    """An admitted item's fields: a recomputed one (SPEC §19) adds ``inputs``, and ``stale``
+    when its stated value differs; every other one has exactly the Admitted fields."""
+    fields = _names(Admitted)
+    if isinstance(item, dict) and "inputs" in item:
+        fields |= {"inputs", "stale"} if "stale" in item else {"inputs"}
+    return fields
 
 
 def _exact_keys(value: Any, names: frozenset[str], where: str, fail: Any) -> None:
