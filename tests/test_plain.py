@@ -180,3 +180,15 @@ def test_any_plain_string_value_is_kept_byte_for_byte(value: str) -> None:
     else:
         assert plain is not None and plain[0].value == value
         assert plain[1].decode("ascii") == _sorted_keys(line)
+
+
+@pytest.mark.parametrize("depth", [1_000, 3_000, 100_000])
+def test_a_deep_unknown_field_is_deferred_to_the_strict_path(depth: int) -> None:
+    """msgspec skipping a deep value to find the type tag recursed past Python's limit (a
+    RecursionError, exit 4): the plain way defers, and the strict path's depth check names
+    the line and field."""
+    line = '{"a":' * depth + "1" + "}" * depth
+    assert plain_line(line, None) is None
+    with pytest.raises(InputError, match="nested more than 32 deep") as caught:
+        parse_events([line])
+    assert caught.value.line == 1 and (caught.value.field or "").startswith("a.a")

@@ -213,8 +213,8 @@ def plain_line(
         return None
     try:
         typed = _decode(line)
-    except _Refused:
-        return None
+    except (_Refused, RecursionError):  # skipping a deep value to find the tag: the strict
+        return None  # path's depth check names it (SPEC §18)
     data = _encode(typed)
     if len(data) != len(line):
         return None  # a repeated key, whitespace or a null
