@@ -581,7 +581,7 @@ class _Resolver:
             ]
         reasons = sorted(
             (
-                {"fact": u, "code": c, "events": codes[u][c]["events"]}
+                {"fact": u, "code": c, "events": codes[u][c]["events"][:2]}  # §5: at most two
                 for u in used
                 for c in codes[u]
             ),

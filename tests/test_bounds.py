@@ -59,10 +59,25 @@ def ties(n: int) -> list[dict[str, object]]:
     return [{**_assert(i, key="k"), **({"authority": "subordinate"} if i % 2 else {})} for i in range(n)]
 
 
+def uses(n: int) -> list[dict[str, object]]:
+    """F0 depends on n/2 retracted facts, and n/2 experiences use F0: the experiences' reasons
+    must not repeat every origin's events (N × k)."""
+    half = n // 2
+    deps = [_assert(i + 1) for i in range(half)]
+    retracts = [{"id": f"r{i + 1}", "ts": _ts(half + 1), "actor": "w", "tenant": "t",
+                 "type": "retract", "fact": f"F{i + 1}"} for i in range(half)]
+    root = _assert(0, depends_on=[f"F{i + 1}" for i in range(half)])
+    root["ts"] = _ts(half)
+    used = [{"id": f"x{i}", "ts": _ts(half + 2), "actor": "w", "tenant": "t", "type": "experience",
+             "experience": f"X{i}", "content": "c", "uses": ["F0"]} for i in range(half)]
+    return [*deps, root, *retracts, *used]
+
+
 SHAPES: dict[str, tuple[Callable[[int], list[dict[str, object]]], Policy, str]] = {
     "chain": (chain, DEFAULT_POLICY, "tip"),
     "fan": (fan, DEFAULT_POLICY, "F0"),
     "ties": (ties, MULTIVALUE, "F1"),
+    "uses": (uses, DEFAULT_POLICY, "F0"),
 }
 
 

@@ -13,6 +13,12 @@ from gamma.core.model import Experience
 
 __all__ = ["FACTORIAL_TABLE", "expected_verdict", "verdict_of"]
 
+#: The events an experience's reason names for a used fact: at most this many, the smallest
+#: ids of that fact's reason (its own entry in ``excluded`` lists them all). A fact's own
+#: codes have at most two events each, but a dependency reason has those of every origin:
+#: without the cap, N experiences using a fact of k origins would repeat N × k ids (SPEC §5).
+USED_EVENTS = 2
+
 #: The governance x applicability table of the governance paper (SPEC §7):
 #: governance status of the used fact -> applicability -> verdict.
 FACTORIAL_TABLE: dict[str, dict[str, str]] = {
@@ -55,7 +61,8 @@ def verdict_of(
     for used in dict.fromkeys(experience.uses or ()):  # a fact listed twice is one use
         used_codes = codes[used]
         for code in sorted(used_codes):
-            reasons.append(UsedReason(fact=used, code=code, events=used_codes[code].events))
+            events = used_codes[code].events[:USED_EVENTS]  # sorted: the smallest ids
+            reasons.append(UsedReason(fact=used, code=code, events=events))
         if not used_codes:
             needs_recheck = needs_recheck or used in recheck
         elif set(used_codes) <= SUBSTITUTING_CODES:

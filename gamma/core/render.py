@@ -232,12 +232,19 @@ def render_text(resolution: Resolution) -> str:
     return "\n".join(out) + "\n"
 
 
+#: The widest a cell may make its column (characters).
+_PAD_LIMIT = 120
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     if not rows:
         return ["  (none)"]
     rows = [[inert(cell) if cell and j in (0, 1) else cell for j, cell in enumerate(r)] for r in rows]
     rows = [[_escape_unsafe(cell.replace("\n", "\\n")) for cell in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    # a cell past _PAD_LIMIT overflows its column rather than widen it for every row: one
+    # long id must not pad each line of the table to its length (output linear, SPEC §5)
+    widths = [max(len(h), *(len(r[i]) for r in rows if len(r[i]) <= _PAD_LIMIT))
+              for i, h in enumerate(header)]
     fmt = "  " + "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
     lines += [fmt.format(*r).rstrip() for r in rows]
