@@ -111,6 +111,7 @@ def test_cli_report(tmp_path: Path) -> None:
 def _driver(profile: Path) -> Any:
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if chromium is None or driver is None:
+        assert os.environ.get("GAMMA_REQUIRE_CHROMIUM") != "1", "GAMMA_REQUIRE_CHROMIUM=1: no chromium"
         pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (test extra)")
     from selenium.webdriver.chrome.service import Service
