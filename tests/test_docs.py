@@ -5,7 +5,8 @@ The convention, for README.md, examples/README.md and docs/*.md:
 - a fenced ```` ```console ```` block holds ``$ command`` lines (a trailing backslash
   continues one), each followed by the stdout it prints; the output must match line for
   line, except that a ``...`` line stands for any number of lines (stderr is not compared:
-  it carries progress and log lines; the exit status is not checked either);
+  it carries warnings); each command must exit 0, or the status its line names in a
+  trailing comment (``$ gamma validate ...   # exit 1: a violation``);
 - a fenced ```` ```sh ```` block is a script: it must exit 0 under ``sh -e``;
 - a fenced ```` ```python ```` block is a program: it must exit 0;
 - every other fence (``json``, ``toml``, ``yaml``, ``text``) is data or a synopsis with
@@ -37,6 +38,7 @@ DOCS = ("README.md", "examples/README.md",
         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 RUNNABLE = ("console", "sh", "python")
 COPIED = ("fixtures", "policies", "examples", "tests")
+_STATUS = re.compile(r"#\s*exit (\d+)\b")  # a console command's shown exit status
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
 _ELSEWHERE = re.compile(r"<!-- runs in (tests/test_\w+\.py|\.ci/run) -->\n\Z")
 _COMMAND = re.compile(r"^ {4}(\$ |gamma |python |pip )")
@@ -124,6 +126,10 @@ def run_block(block: Block, cwd: Path) -> None:
     if block.lang == "console":
         for command, expected in commands(block):
             run = _sh(command, cwd)
+            status = _STATUS.search(command)
+            wanted = int(status.group(1)) if status else 0
+            assert run.returncode == wanted, (f"{where}: $ {command}\nexit {run.returncode},"
+                                              f" not {wanted}\n--- stderr:\n{run.stderr[-2000:]}")
             actual = run.stdout.rstrip("\n").splitlines()
             assert matches(expected, actual), (
                 f"{where}: $ {command}\n--- the docs show:\n" + "\n".join(expected)
