@@ -45,6 +45,7 @@ def governed(case: dict[str, Any]) -> dict[str, Any]:
         ignored.setdefault(item.event, item.code)
     return {
         "admitted": [a.fact for a in resolution.admitted],
+        "values": {a.fact: a.value for a in resolution.admitted},  # recomputed ones included
         "needs_recheck": [a.fact for a in resolution.admitted if a.needs_recheck],
         "excluded": {x.fact: list(x.codes) for x in resolution.excluded},
         "experiences": {x.experience: x.verdict for x in resolution.experiences},

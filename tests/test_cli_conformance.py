@@ -106,6 +106,18 @@ class TestOptions:
         assert "FAIL  counterfactual cf-supersession-sales-positive" in out
         assert "grades drift" in out and out.rstrip().endswith("FAILED")
 
+    def test_recompute_case_and_quote_stated(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The paper's snacks case under ``recompute``: Γ answers 14 and passes (exit 0);
+        ``--reader quote-stated`` quotes the stated 20, a drift and a leak (exit 1)."""
+        snacks = FIXTURES / "trap" / "trap-sequence-shopping-recompute.json"
+        code, out, _ = gamma(capsys, "conformance", snacks, "--json")
+        (result,) = json.loads(out)["cases"]
+        assert code == 0 and (result["answer"], result["status"]) == ("14", "pass")
+        code, out, _ = gamma(capsys, "conformance", snacks, "--reader", "quote-stated")
+        assert code == 1
+        assert 'answer "20" grades drift, expected gold ["14"]' in out
+        assert "GBR                  1/1 = 100.0%" in out
+
     def test_junit_with_failures(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         junit = tmp_path / "out.xml"
         code, _, _ = gamma(capsys, "conformance", small(tmp_path), "--reader", "always-refuse",

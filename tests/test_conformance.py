@@ -19,7 +19,7 @@ import gamma.core.phases as phases_module
 import gamma.core.resolver as resolver_module
 from gamma.cli.conformance import junit_xml
 from gamma.conformance.cases import Case, load_cases
-from gamma.conformance.external import Exchange, Reply
+from gamma.conformance.external import Exchange, Reply, parse_reply
 from gamma.conformance.runner import CaseResult, Report, external_said, judge, metrics, run
 from gamma.core.model import Retract
 
@@ -143,6 +143,18 @@ class TestJudging:
         reader = run([case], reader="latest-mention").results[0]
         assert reader.status == "skip" and reader.grade is not None
 
+    def test_reference_answers_the_recomputed_value(self) -> None:
+        """Under ``recompute`` Γ's answer is the value of its record, not the stated one: the
+        paper's snacks case answers 14 (stated 20), and a stated derivation that fails to
+        recompute (division by zero) is no answer."""
+        snacks, zero = load_cases([FIXTURES / "trap/trap-sequence-shopping-recompute.json",
+                                   FIXTURES / "trap/trap-compound-research-zero.json"])
+        first, second = run([snacks, zero]).results
+        assert (first.status, first.answer, first.grade) == ("pass", "14", "gold")
+        assert (second.status, second.answer) == ("pass", "no current value")
+        stated = run([snacks], reader="quote-stated").results[0]
+        assert (stated.status, stated.answer, stated.grade) == ("fail", "20", "drift")
+
     def test_reader_verdict_is_read_off_the_answer(self, tmp_path: Path) -> None:
         """Readers state no verdict: refusal is REJECT, the used value its applicability."""
         case = load_cases(FACTORIAL)[0]  # draft/adaptable: Γ rejects
@@ -188,6 +200,33 @@ class TestExternalReplies:
                        "excluded: Q is admitted", 'answer "$120,000" grades drift'):
             assert needle in text
         assert result.leaked and "bypass Q" in text
+
+    def test_resolver_level_reply_gives_recomputed_values(self) -> None:
+        """A reply names facts by id, so a recomputed value travels in ``values``: with it the
+        paper's snacks case answers 14 and passes; without it the stated 20 is the answer."""
+        case = load_cases(FIXTURES / "trap/trap-sequence-shopping-recompute.json")[0]
+        res = case.resolve()
+        ids = tuple(a.fact for a in res.admitted)
+        excluded = {x.fact: x.codes for x in res.excluded}
+        given = judge(case, external_said(case, _Fake(admitted=ids, excluded=excluded,  # type: ignore[arg-type]
+                                                      values={"D1": 14})), kind="external")
+        assert (given.status, given.answer, given.grade) == ("pass", "14", "gold"), given.problems
+        assert not given.unsupported
+        stated = judge(case, external_said(case, _Fake(admitted=ids, excluded=excluded)),  # type: ignore[arg-type]
+                       kind="external")
+        assert (stated.status, stated.answer, stated.grade) == ("fail", "20", "drift")
+
+    @pytest.mark.parametrize(("values", "message"), [
+        ({"W1": 14}, "values.W1 names a fact the reply does not admit"),
+        ({"D1": 14.0}, "values.D1 must be a string, an integer or a boolean"),
+        ({"D1": None}, "values.D1 must be a string, an integer or a boolean"),
+    ])
+    def test_values_are_checked(self, values: dict[str, Any], message: str) -> None:
+        """``values`` may only give admitted facts a JSON string, integer or boolean."""
+        with pytest.raises(ValueError, match=message):
+            parse_reply({"id": "c", "admitted": ["D1"], "values": values}, "c")
+        with pytest.raises(ValueError, match="needs 'admitted'"):
+            parse_reply({"id": "c", "response": "14", "values": {"D1": 14}}, "c")
 
     def test_agent_level_leak_and_verdict_fail(self) -> None:
         """An agent-level answer fails on a leak or a wrong verdict, not only on its grade."""

@@ -55,6 +55,12 @@ def _generator() -> ModuleType:
 GENERATE = _generator()
 
 
+def stale(admitted: Any) -> Any:
+    """The stated value Γ replaced by recomputing (issue 29), else None."""
+    record = getattr(admitted, "stale", None)
+    return None if record is None else record.value
+
+
 def of(suite: str) -> list[Case]:
     return [case for case in CASES if case.suite == suite]
 
@@ -152,6 +158,42 @@ class TestCoverage:
             assert len(cases) >= 4, mode
             assert {c.domain for c in cases} == {"research", "shopping", "finance"}, mode
             assert all(c.signature is not None for c in cases)
+
+    def test_recompute_cases(self) -> None:
+        """Issue 29's cases under the ``recompute`` policy: the paper's snacks example (20
+        stated, 14 recomputed), a two-link chain, a percentage, a headcount, an ``if``
+        threshold, a hidden input (restricted, never recomputed), an expired input and a
+        division by zero (``derivation_failed``), in all three domains; and one pair per
+        domain whose positive gold is the recomputed value and counterfactual gold the stated
+        one, differing only in the changing input."""
+        recompute = {c.id: c for c in CASES if c.policy == "recompute"}
+        assert {c.domain for c in recompute.values()} == {"shopping", "finance", "research"}
+        snacks = recompute["trap-sequence-shopping-recompute"]
+        assert snacks.pool is not None and (snacks.pool.gold, snacks.pool.drift) == (("14",), ("20",))
+        (record,) = [a for a in snacks.resolve().admitted if a.fact == "D1"]
+        assert record.value == 14 and stale(record) == 20
+        chain = recompute["trap-sequence-finance-recompute"]
+        assert {a.fact for a in chain.resolve().admitted if stale(a) is not None} == {"M1", "Y1"}
+        excluded = {
+            (c.id, x.fact): x.codes for c in recompute.values() for x in c.resolve().excluded
+        }
+        assert excluded[("trap-compound-finance-hidden", "M")] == ("dependency_restricted",)
+        assert excluded[("trap-compound-shopping-expired", "D")] == ("dependency_invalidated",)
+        assert excluded[("trap-compound-research-zero", "L")] == ("derivation_failed",)
+        for case_id in ("trap-sequence-finance-percent", "trap-sequence-research-recompute",
+                        "trap-status-research-recompute"):
+            assert any(stale(a) is not None for a in recompute[case_id].resolve().admitted), case_id
+        pairs = [c for c in recompute.values() if c.suite == "counterfactual"]
+        assert len(pairs) == 6
+        for case in pairs:
+            derived = [a for a in case.resolve().admitted if a.key in case.probe]
+            assert len(derived) == 1, case.id
+            # positive: gold is the recomputed value (the stated one is stale); counterfactual:
+            # the stated value stands, nothing recomputed differs
+            assert (stale(derived[0]) is not None) == (case.side == "positive"), case.id
+            assert case.pool is not None and reference(case) in case.pool.gold
+        assert all(c.signature and "quote-stated" in c.signature
+                   for c in recompute.values() if c.suite == "trap")
 
     def test_adversarial_attacks(self) -> None:
         """Every attack family of the issue is present."""

@@ -57,9 +57,10 @@ def read(name: str, case: Case) -> str:
 
 class TestTheSet:
     def test_names(self) -> None:
-        """Eight readers under their documented names; four of them are the lazy ones."""
+        """Nine readers under their documented names; four of them are the lazy ones."""
         assert list(READERS) == ["reference", "latest-mention", "most-frequent", "no-recompute",
-                                 "eager-invalidation", "ungoverned", "always-refuse", "always-answer"]
+                                 "quote-stated", "eager-invalidation", "ungoverned", "always-refuse",
+                                 "always-answer"]
         assert tuple(READERS) == READER_NAMES  # the names case files are checked against
         assert set(LAZY_READERS) < set(READERS)
         assert REFUSAL == "no current value"
@@ -154,6 +155,50 @@ class TestGovernedReaders:
         resolution = case.resolve()
         assert [a.fact for a in resolution.admitted if a.needs_recheck] == ["D1"]
         assert read("reference", case) == REFUSAL
+
+    def test_stated_derivations_recompute_under_recompute(self) -> None:
+        """The paper's example: 10 a week, 20 stated for two weeks, the week drops to 7. Under
+        ``recompute`` the reference and ungoverned answer 14; quote-stated and no-recompute
+        quote 20; without the policy the stated value is withheld as today."""
+        events = [fact(1, "W1", "snacks.weekly", 10),
+                  fact(2, "D1", "snacks.total", 20, kind="derived", depends_on=["W1"],
+                       derivation="{snacks.weekly} * 2"),
+                  fact(3, "W2", "snacks.weekly", 7)]
+        case = mk(events, "snacks.total", policy="recompute")
+        said = {name: read(name, case) for name in ("reference", "ungoverned", "quote-stated",
+                                                     "no-recompute", "eager-invalidation")}
+        assert said == {"reference": "14", "ungoverned": "14", "quote-stated": "20",
+                        "no-recompute": "20", "eager-invalidation": REFUSAL}
+        assert read("reference", mk(events, "snacks.total")) == REFUSAL
+        assert read("quote-stated", mk(events, "snacks.total")) == "20"
+
+    def test_quote_stated_keeps_governance(self) -> None:
+        """quote-stated ignores only a stated derivation's inputs: a hidden derived fact stays
+        hidden, an input-free reading of a restricted input is quoted, and a derived fact with
+        no stated derivation is governed exactly as the reference governs it."""
+        hidden_input = mk([fact(1, "S", "pay", 5000, visibility={"roles": ["payroll"]}),
+                           fact(2, "M", "match", 400, kind="derived", depends_on=["S"],
+                                derivation="{pay} * 8%")], "match", policy="recompute")
+        assert (read("reference", hidden_input), read("quote-stated", hidden_input)) == (REFUSAL, "400")
+        hidden_fact = mk([fact(1, "S", "pay", 5000),
+                          fact(2, "M", "match", 400, kind="derived", depends_on=["S"],
+                               derivation="{pay} * 8%", visibility={"roles": ["payroll"]})],
+                         "match", policy="recompute")
+        assert read("quote-stated", hidden_fact) == REFUSAL
+        plain = mk([fact(1, "W1", "w", 10), fact(2, "D1", "d", 20, kind="derived", depends_on=["W1"]),
+                    fact(3, "W2", "w", 7)], "d", policy="recompute")
+        assert read("quote-stated", plain) == read("reference", plain) == REFUSAL
+
+    def test_quote_stated_ignores_a_failed_derivation(self) -> None:
+        """A derivation that fails over the current inputs (division by zero) is excluded by Γ;
+        quote-stated never evaluates it and quotes the stated value."""
+        case = mk([fact(1, "I", "items", 2400), fact(2, "N1", "people", 6),
+                   fact(3, "L", "load", 400, kind="derived", depends_on=["I", "N1"],
+                        derivation="{items} / {people}"),
+                   fact(4, "N2", "people", 0)], "load", policy="recompute")
+        assert {x.fact: x.codes for x in case.resolve().excluded} == {
+            "L": ("derivation_failed",), "N1": ("superseded",)}
+        assert (read("reference", case), read("quote-stated", case)) == (REFUSAL, "400")
 
     def test_bounds(self) -> None:
         """always-refuse always refuses; always-answer falls back until it has something."""

@@ -573,6 +573,22 @@ def test_cf_dependency_validity() -> None:
     assert {x.fact for x in resolution.excluded} == {"F-CF-001", "F-CF-PREMISE"}
 
 
+def test_derivation_told_only_in_prose_is_unmapped() -> None:
+    """StateBench states no derivation formally (a dependent's value is prose): the log keeps
+    ``depends_on`` and no ``derivation``, so Γ under ``recompute`` cannot recompute it, and
+    each dependent fact is listed once as ``derivation_prose``; facts without inputs are not."""
+    events = [
+        write(2, "F-CF-PREMISE", "vendor_discount_authority_basis", "Basis rate confirmed at 4%",
+              authority="system"),
+        write(4, "F-CF-001", "vendor_discount_authority", DISCOUNT, depends_on=("F-CF-PREMISE",)),
+        query(8, must=("22%",)),
+    ]
+    case, record = convert_timeline(timeline("DEPEND-CF-0003", "cf_dependency_validity", events))
+    assert "derivation" not in fact_events(case)["F-CF-001"]
+    assert items(record, "derivation_prose") == [
+        {"kind": "derivation_prose", "path": "events[1].writes[0].value", "detail": "F-CF-001"}]
+
+
 def test_cf_commitment_status_cancellation_is_prose() -> None:
     """A cancellation said only in conversation yields no exclusion, and is reported."""
     events = [

@@ -28,6 +28,7 @@ import attrs
 from gamma.conformance.cases import VERDICTS, Case
 from gamma.core.decisions import REASON_CODES
 from gamma.core.errors import InputError
+from gamma.core.model import Value
 from gamma.core.strictjson import decode_json
 
 __all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", "parse_reply",
@@ -37,8 +38,8 @@ __all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", 
 MAX_LINE = 16 * 1024 * 1024
 _STDERR_TAIL = 64 * 1024  # the last 64 KiB of a system's stderr are kept
 _GRACE = 2.0  # seconds a system gets to exit after its stdin closes
-_FIELDS = ("id", "admitted", "needs_recheck", "excluded", "experiences", "ignored", "response", "context",
-           "verdict", "bindings", "error")
+_FIELDS = ("id", "admitted", "needs_recheck", "values", "excluded", "experiences", "ignored", "response",
+           "context", "verdict", "bindings", "error")
 _EOF = None
 
 
@@ -48,12 +49,17 @@ def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 @attrs.frozen(kw_only=True)
 class Reply:
-    """One validated reply. Resolver level: ``admitted`` (with ``needs_recheck``, ``excluded``,
-    ``experiences``, ``ignored``); agent level: ``response`` (with ``context``, ``verdict``, ``bindings``).
-    ``error`` is the system declining the case."""
+    """One validated reply. Resolver level: ``admitted`` (with ``needs_recheck``, ``values``,
+    ``excluded``, ``experiences``, ``ignored``); agent level: ``response`` (with ``context``,
+    ``verdict``, ``bindings``). ``error`` is the system declining the case.
+
+    ``values`` gives an admitted fact's current value where it is not the stated one (a value
+    recomputed from a stated derivation, issue 29): a reply naming facts by id could not
+    otherwise say it recomputed them."""
 
     admitted: tuple[str, ...] | None = None
     needs_recheck: tuple[str, ...] = ()
+    values: Mapping[str, Value] = attrs.field(factory=dict, converter=_frozen, hash=False)
     excluded: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_frozen, hash=False)
     experiences: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
     ignored: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
@@ -123,17 +129,25 @@ def parse_reply(obj: Any, case_id: str) -> Reply:
             raise _ProtocolError(f"{name}.{key} must be a string")
         return value
 
+    def value(name: str, key: str, given: Any) -> Value:
+        if key not in obj.get("admitted", ()):
+            raise _ProtocolError(f"{name}.{key} names a fact the reply does not admit")
+        if isinstance(given, float) or not isinstance(given, str | int | bool):
+            raise _ProtocolError(f"{name}.{key} must be a string, an integer or a boolean")
+        return given
+
     for name in ("response", "context", "error"):
         if name in obj and not isinstance(obj[name], str):
             raise _ProtocolError(f"{name!r} must be a string")
-    if "admitted" not in obj and any(n in obj for n in ("needs_recheck", "excluded", "experiences",
-                                                        "ignored")):
+    if "admitted" not in obj and any(n in obj for n in ("needs_recheck", "values", "excluded",
+                                                        "experiences", "ignored")):
         raise _ProtocolError("a resolver-level reply needs 'admitted'")
     if not any(n in obj for n in ("admitted", "response", "error")):
         raise _ProtocolError("a reply needs 'admitted', 'response' or 'error'")
     return Reply(
         admitted=strings("admitted") if "admitted" in obj else None,
         needs_recheck=strings("needs_recheck") if "needs_recheck" in obj else (),
+        values=mapping("values", value),
         excluded=mapping("excluded", codes),
         experiences=mapping("experiences", verdict),
         ignored=mapping("ignored", text),

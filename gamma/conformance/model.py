@@ -65,8 +65,8 @@ DECIDERS: tuple[str, ...] = ("engine", "model")
 #: The built-in reader baselines by name (``readers.READERS`` implements exactly these);
 #: a trap's ``signature`` names some of them.
 READER_NAMES: tuple[str, ...] = (
-    "reference", "latest-mention", "most-frequent", "no-recompute", "eager-invalidation",
-    "ungoverned", "always-refuse", "always-answer",
+    "reference", "latest-mention", "most-frequent", "no-recompute", "quote-stated",
+    "eager-invalidation", "ungoverned", "always-refuse", "always-answer",
 )  # fmt: skip
 
 FACTORIAL_CELLS: Mapping[str, str] = MappingProxyType(

@@ -20,6 +20,9 @@ and ignore visibility: they model memory without a governance layer.
 - ``no-recompute``: ``ungoverned`` without recomputation: a derived fact (kind
   ``derived`` or with ``depends_on``) is never invalidated by its inputs, and a later
   derivation of a key that already had one is not heard.
+- ``quote-stated``: Γ under the case's policy, but every stated derivation is taken at its
+  word: an assert carrying a ``derivation`` loses it and its ``depends_on``, so its stated
+  value is quoted, never recomputed nor invalidated by its inputs (issue 29's lazy reader).
 - ``eager-invalidation``: ``ungoverned``, then an admitted fact is dropped when any later
   ``assert`` (any status, scope or tenant) mentions a related key: its own, one of its
   inputs' (transitively) or one with the same entity prefix (the key up to its last
@@ -62,6 +65,7 @@ __all__ = [
     "latest_mention",
     "most_frequent",
     "no_recompute",
+    "quote_stated",
     "reference",
     "ungoverned",
     "value_text",
@@ -171,6 +175,7 @@ def _ungoverned_log(
             changes: dict[str, object] = {"tenant": tenant, "visibility": None}
             if not recompute:
                 changes["depends_on"] = None
+                changes["derivation"] = None
                 if _derived(event):
                     if event.key in derived_keys:
                         private = f"{event.key}~unheard:{event.fact}"
@@ -198,6 +203,20 @@ def ungoverned(case: Case) -> str:
 def no_recompute(case: Case) -> str:
     """``ungoverned`` that quotes derived values as first stated, never recomputing them."""
     log, _ = _ungoverned_log(case, recompute=False)
+    resolution = resolve(log, case.actor, case.at, case.get_policy())
+    return _join(_admitted_answer(resolution, key) for key in case.probe)
+
+
+def _stated(event: Event) -> Event:
+    if isinstance(event, Assert) and event.derivation is not None:
+        return attrs.evolve(event, derivation=None, depends_on=None)
+    return event
+
+
+def quote_stated(case: Case) -> str:
+    """Γ that quotes every stated derivation's stated value: never recomputed, never
+    invalidated or restricted by its inputs; everything else governed as Γ governs it."""
+    log = [_stated(event) for event in case.events()]
     resolution = resolve(log, case.actor, case.at, case.get_policy())
     return _join(_admitted_answer(resolution, key) for key in case.probe)
 
@@ -273,6 +292,7 @@ READERS: Mapping[str, Reader] = MappingProxyType(
         "latest-mention": latest_mention,
         "most-frequent": most_frequent,
         "no-recompute": no_recompute,
+        "quote-stated": quote_stated,
         "eager-invalidation": eager_invalidation,
         "ungoverned": ungoverned,
         "always-refuse": always_refuse,

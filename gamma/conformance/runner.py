@@ -28,7 +28,7 @@ from gamma.core.canonical import format_ts
 from gamma.core.convert import converter
 from gamma.core.decisions import Verdict
 from gamma.core.errors import InputError
-from gamma.core.model import Assert, Experience, heard_by
+from gamma.core.model import Assert, Experience, Value, heard_by
 from gamma.scoring.findings import Violation
 from gamma.scoring.grading import Pool, mentions
 from gamma.scoring.metrics import Rate, ResponseLine, factorial, gbr, judge_lines, pair_table, pool
@@ -157,27 +157,40 @@ def _case_experience(case: Case) -> str | None:
     return next(iter(case.expect.experiences)) if len(case.expect.experiences) == 1 else None
 
 
-def _answer_from(case: Case, admitted: Iterable[str]) -> str:
-    """The probe keys' admitted values, joined as the readers join them."""
-    facts = {e.fact: e for e in case.events() if isinstance(e, Assert)}
+def _replied(case: Case, admitted: Iterable[str], values: Mapping[str, Value]) -> dict[str, Value]:
+    """A resolver-level reply's admitted facts with their values: the reply's ``values`` where
+    it gives one (a recomputed value), else the stated value."""
+    facts = {e.fact: e.value for e in case.events() if isinstance(e, Assert)}
+    return {fact: values.get(fact, facts[fact]) for fact in admitted if fact in facts}
+
+
+def _answer_from(case: Case, admitted: Mapping[str, Value]) -> str:
+    """The probe keys' admitted values (fact id to value), joined as the readers join them.
+
+    Γ's values come from its records, so a value it recomputed from a stated derivation is
+    the answer, never the stated one (issue 29)."""
+    keys = {e.fact: e.key for e in case.events() if isinstance(e, Assert)}
     per_key = []
     for key in case.probe:
         values: list[str] = []
         for fact in sorted(admitted):
-            if fact in facts and facts[fact].key == key:
-                text = value_text(facts[fact].value)
+            if keys.get(fact) == key:
+                text = value_text(admitted[fact])
                 values += [] if text in values else [text]
         per_key.append("; ".join(values) if values else REFUSAL)
     return REFUSAL if all(a == REFUSAL for a in per_key) else "; ".join(per_key)
 
 
-def _lines(case: Case, facts: Iterable[str] | None) -> str:
-    """``key = value`` lines of the given facts (all facts heard by ``at`` when None)."""
+def _lines(case: Case, facts: Iterable[str] | None, values: Mapping[str, Value] | None = None) -> str:
+    """``key = value`` lines of the given facts (all facts heard by ``at`` when None), a value
+    in ``values`` replacing the stated one."""
     out = []
     wanted = None if facts is None else set(facts)
+    given = values or {}
     for event in heard_by(case.events(), case.at):
         if isinstance(event, Assert) and (wanted is None or event.fact in wanted):
-            out.append(f"{event.key} = {json.dumps(event.value, ensure_ascii=False)}")
+            value = given.get(event.fact, event.value)
+            out.append(f"{event.key} = {json.dumps(value, ensure_ascii=False)}")
     return "\n".join(out)
 
 
@@ -187,7 +200,9 @@ def reference_said(case: Case) -> Said:
     experience = _case_experience(case) if case.cell else None
     outcome = next((x for x in resolution.experiences if x.experience == experience), None)
     return Said(  # the reference reader's answer, from this one resolution
-        response=_answer_from(case, {a.fact for a in resolution.admitted if not a.needs_recheck}),
+        response=_answer_from(
+            case, {a.fact: a.value for a in resolution.admitted if not a.needs_recheck}
+        ),
         verdict=outcome.verdict if outcome else None,
         bindings=dict(outcome.bindings) if outcome and outcome.bindings else None,
         mismatches=case.expect.mismatches(Claimed.of(resolution)),
@@ -242,7 +257,8 @@ def external_said(case: Case, system: ExternalSystem) -> Said:
     assert reply.admitted is not None
     experience = _case_experience(case)
     answered = set(reply.admitted) - set(reply.needs_recheck)  # a fact to recheck is no answer
-    return Said(response=_answer_from(case, answered), context=_lines(case, reply.admitted),
+    return Said(response=_answer_from(case, _replied(case, answered, reply.values)),
+                context=_lines(case, reply.admitted, reply.values),
                 verdict=reply.verdict or reply.experiences.get(experience or ""),
                 mismatches=mismatches)
 

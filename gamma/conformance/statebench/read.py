@@ -245,6 +245,10 @@ def _add_fact(
                     build.note("supersession_below_authority", _join(path, name), ref.id)
         if out:
             body[name] = list(out)
+    if fact.depends_on:
+        # StateBench links a derived fact to its inputs but states how it is derived only in
+        # prose (its value is text): Γ has no derivation to recompute (issue 29), so say so.
+        build.note("derivation_prose", value_path, fact_id)
     event = build.emit(body, ts, _writer(source, writer_fallback), tenant)
     build.facts.append(fact)
     if not is_valid:
