@@ -41,7 +41,14 @@ from gamma.storage.migrations import (
     migrate,
     schema_rows,
 )
-from gamma.storage.seal import SEAL, STORE_KEYED_SEAL, STORE_SEAL, seal_rows, store_seals
+from gamma.storage.seal import (
+    KEYED_SEAL,
+    SEAL,
+    STORE_KEYED_SEAL,
+    STORE_SEAL,
+    seal_rows,
+    store_seals,
+)
 from gamma.storage.sources import open_log
 from gamma.storage.store import Store
 from gamma.storage.verify import verify_file
@@ -644,25 +651,30 @@ class TestPolicySeal:
         _refused_to_extend(path)
 
     def test_migration_seals_an_old_store_and_its_keyed_seal_is_explicit(self, tmp_path: Path) -> None:
-        """A schema-2 keyed store gains the REPLACE triggers and the plain seal when a writer
-        opens it; its keyed seal only from an explicit ``seal`` naming the policy it vouches
-        for. Until then it neither verifies with the key nor takes an append."""
+        """A schema-2 keyed store is migrated (the REPLACE triggers, the plain seal) only in
+        the transaction of an explicit ``seal`` with its key, naming the policy it vouches
+        for; a writer's open leaves it as it is. Until then it neither verifies with the key
+        nor takes an append, and a refused seal migrates nothing."""
         old = tmp_path / "old.db"
         _schema_2_store(old, keyed=True)
         with Store.open(old, read_only=True) as opened:  # read as it is, not migrated
             assert current_version(opened._db) == 2 and opened.verify().ok
             assert opened.verify(key=KEY).kind == "metadata_changed"
+        before = _files(old)
         with Store.open(old, key=KEY) as opened:
-            assert current_version(opened._db) == LATEST
-            assert STORE_SEAL in opened._read_meta() and STORE_KEYED_SEAL not in opened._read_meta()
+            assert current_version(opened._db) == 2 and STORE_SEAL not in opened._read_meta()
             assert opened.verify().kind == "metadata_changed"  # the writer's key is the default
-            with pytest.raises(IntegrityError, match="store_keyed_seal"):
+            with pytest.raises(IntegrityError, match="no keyed seal.*gamma migrate"):
                 opened.append(sample())
             with pytest.raises(IntegrityError, match="not the expected"):
                 opened.seal(expect_policy=self.OTHER.digest)
-            assert STORE_KEYED_SEAL not in opened._read_meta() and len(opened) == 0
+            assert current_version(opened._db) == 2 and len(opened) == 0
+        assert _files(old) == before
+        with pytest.raises(StoreError, match="the store is keyed"), Store.open(old) as opened:
+            opened.seal(expect_policy=DEFAULT_POLICY.digest)  # no key: nothing is migrated
         with Store.open(old, key=KEY) as opened:
             opened.seal(expect_policy=DEFAULT_POLICY.digest)
+            assert current_version(opened._db) == LATEST and STORE_SEAL in opened._read_meta()
             opened.append(sample())
             assert opened.verify(key=KEY).ok and len(opened) == 5
             assert opened.head() == head_of(opened.export())
@@ -709,19 +721,24 @@ def _schema_2_store(path: Path, *, keyed: bool, upto: int = 2) -> None:
     conn.close()
 
 
-def _refused_to_extend(path: Path) -> None:
-    """The honest key holder's next append is refused (or the store not even migrated by its
-    writer) and nothing is stored."""
-    def keyed(reader: Store) -> tuple[int, str | None]:
-        return len(reader), reader._read_meta().get(STORE_KEYED_SEAL)
+def _files(path: Path) -> list[bytes]:
+    """The bytes of a store and of its WAL (an empty WAL is none: SQLite removes an empty
+    one when the last connection closes)."""
+    wal = Path(f"{path}-wal")
+    return [path.read_bytes(), wal.read_bytes() if wal.exists() else b""]
 
-    with Store.open(path, read_only=True) as reader:
-        before = keyed(reader)
+
+def _refused_to_extend(path: Path) -> None:
+    """The honest key holder's next append is refused and leaves every byte of the store and
+    of its WAL as they were (a keyed store is not even migrated by it)."""
+    sqlite3.connect(path).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+    before = _files(path)
     with pytest.raises(IntegrityError, match="does not verify|refusing to migrate"):
         with Store.open(path, key=KEY) as opened:
             opened.append(lines(A("F9", "k9", "v9", id="e99", ts="2026-03-02T00:00:00Z")))
-    with Store.open(path, read_only=True) as reader:  # a migration may add plain seals, no more
-        assert keyed(reader) == before and reader.verify(key=KEY).kind == "metadata_changed"
+    assert _files(path) == before
+    with Store.open(path, read_only=True) as reader:
+        assert reader.verify(key=KEY).kind == "metadata_changed"
 
 
 class TestKeyedSealAttacks:
@@ -764,6 +781,9 @@ class TestKeyedSealAttacks:
             ((STORE_SEAL, STORE_KEYED_SEAL), 2, False),  # ... to 2 (before any seal)
             ((STORE_KEYED_SEAL,), None, True),  # flip the keyed flag, delete key_check
             ((STORE_SEAL, STORE_KEYED_SEAL), 2, True),
+            # the repro: every seal row deleted, schema_version lowered to 2 (a writer then
+            # migrated it and sealed the forged policy plainly)
+            ((STORE_SEAL, STORE_KEYED_SEAL, SEAL, KEYED_SEAL), 2, False),
         ],
     )
     def test_a_rewritten_store_fails_verify_with_the_key_and_takes_no_append(

@@ -25,7 +25,8 @@ from click.testing import CliRunner
 from helpers import A, R, X, stamp
 
 import gamma
-from gamma.cli import cli
+from gamma.audit.checkpoint import generate_key
+from gamma.cli import cli, main
 from gamma.core.canonical import parse_ts
 from gamma.core.chain import GENESIS, keyed_step, step
 from gamma.core.errors import GammaError, InputError, IntegrityError
@@ -209,8 +210,8 @@ def served(path: Path) -> dict[str, Any]:
     """What resolve, checkpoint and prove compute from the store as it is."""
     loaded = open_log(path)
     lines = [canonical_event(e) for e in loaded.events]
-    head = tree_head(path)
-    proofs = [verify_inclusion(prove_inclusion(path, e.id), line)
+    head = tree_head(path, key=KEY)
+    proofs = [verify_inclusion(prove_inclusion(path, e.id, key=KEY), line)
               for e, line in zip(loaded.events, lines, strict=True)]
     return {"tree": head, "lines": lines, "proofs": all(proofs),
             "resolution": gamma.resolve(loaded.events, ACTOR, AT, policy=loaded.store_policy).to_dict()}
@@ -259,11 +260,15 @@ def test_a_tampered_store_fails_verify_or_serves_what_its_events_say(
         table in report.detail for table in ("store_meta", "schema_version", "tree")
     )
     assert named, (what, report)
-    if not plain.ok:  # what the store serves without a key is refused with the same finding
-        with pytest.raises(IntegrityError, match="does not verify"):
-            tree_head(path)
+    # what the store serves is refused with the same finding (with its key), and never
+    # served without the key of a store that says it is keyed
+    with pytest.raises(IntegrityError, match="does not verify"):
+        tree_head(path, key=KEY)
+    with pytest.raises(IntegrityError, match="does not verify"):
+        prove_inclusion(path, "e1", key=KEY)
+    if not plain.ok:
         with pytest.raises(GammaError):
-            prove_inclusion(path, "e1")
+            tree_head(path)
 
 
 def test_a_tampered_tree_is_caught_and_never_signed(base: Path, tmp_path: Path) -> None:
@@ -276,7 +281,7 @@ def test_a_tampered_tree_is_caught_and_never_signed(base: Path, tmp_path: Path) 
     run = runner.invoke(cli, ["verify", str(path)])
     assert run.exit_code == 1 and "position 4" in run.output and "tree" in run.output
     with pytest.raises(IntegrityError, match="does not verify"):
-        tree_head(path)
+        tree_head(path, key=KEY)
 
 
 @pytest.mark.parametrize("edit", ["gap", "duplicate"])
@@ -358,3 +363,120 @@ def test_an_append_does_not_hide_a_tampering_further_back(base: Path, tmp_path: 
     with Store.open(path, read_only=True) as store:
         report = store.verify(key=KEY)
         assert (report.ok, report.kind, report.position) == (False, "tree", 2)
+
+
+def ts_of(n: int) -> str:
+    """The ts ``stamp`` gives the n-th event."""
+    return str(stamp([{}] * n)[-1]["ts"])
+
+
+_TAIL_EDITS = {
+    # the tail's ts_us says 1970: an event stamped before the real last one would pass the
+    # ts-order check; the tail's fact and type say another fact: a second assert of F5 would pass
+    "ts_us": ("UPDATE events SET ts_us = 0 WHERE position = 7", {"ts": ts_of(6), "fact": "F9"}),
+    "type": ("UPDATE events SET fact = 'ZZ', type = 'x' WHERE position = 7", {"fact": "F5"}),
+}
+
+
+@pytest.mark.parametrize("writer", ["store", "engine", "cli"])
+@pytest.mark.parametrize("column", sorted(_TAIL_EDITS))
+def test_no_writer_trusts_a_tampered_indexed_column_of_the_tail(
+    base: Path, tmp_path: Path, writer: str, column: str
+) -> None:
+    """The repros: an append checks ids, references and the ts order by the indexed columns,
+    so the tail's columns are checked against its body first (O(1)); nothing is stored."""
+    path = tmp_path / "t.db"
+    shutil.copy(base, path)
+    sql, fields = _TAIL_EDITS[column]
+    with attacker(path) as conn:
+        conn.execute(sql)
+    batch = json.dumps({"type": "assert", "id": "e99", "key": "k", "value": "v", "tenant": "acme",
+                        "actor": "writer", **fields})
+    refused = rf"refusing to extend .*position 7.* its {column} column disagrees with its body"
+    if writer == "store":
+        with Store.open(path, key=KEY) as store, pytest.raises(IntegrityError, match=refused):
+            store.append([batch])
+    elif writer == "engine":
+        with gamma.Engine.open(path, key=KEY) as engine, pytest.raises(IntegrityError, match=refused):
+            engine.append([batch])
+    else:
+        (tmp_path / "b.jsonl").write_text(batch + "\n")
+        code, _, err = gamma_main(["append", str(path), str(tmp_path / "b.jsonl")],
+                                  env={"GAMMA_CHAIN_KEY": KEY.decode()})
+        assert code == 1 and f"its {column} column" in err, err
+    with Store.open(path, read_only=True) as store:
+        assert len(store) == 7
+
+
+def test_a_column_tampered_further_back_is_still_named_by_verify(base: Path, tmp_path: Path) -> None:
+    """An append never re-reads the log (DESIGN §7): a column tampered behind the tail is not
+    seen by it, and verify still names its row after the append."""
+    path = tmp_path / "t.db"
+    shutil.copy(base, path)
+    with attacker(path) as conn:
+        conn.execute("UPDATE events SET ts_us = 0 WHERE position = 3")
+    batch = json.dumps({"type": "assert", "id": "e99", "fact": "F99", "key": "k", "value": "v",
+                        "tenant": "acme", "actor": "writer", "ts": "2026-03-01T12:00:00Z"})
+    with Store.open(path, key=KEY) as store:
+        store.append([batch])
+    with Store.open(path, read_only=True) as store:
+        report = store.verify(key=KEY)
+    assert (report.ok, report.position) == (False, 3) and "ts_us column" in (report.detail or "")
+
+
+def gamma_main(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``gamma ARGS`` run as the console script runs it (exit statuses mapped): code, out, err."""
+    code = 0
+    with CliRunner().isolation(env=env) as (out, err, _):
+        try:
+            main(args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue().decode("utf-8"), err.getvalue().decode("utf-8")
+
+
+def _forged_tail(base: Path, tmp_path: Path) -> Path:
+    """The repro: the last event's value changed, its body, plain head and tree row copied
+    from an unkeyed store of the same events, so everything but the keyed chain verifies."""
+    lines = events()
+    lines[-1] = json.dumps({**json.loads(lines[-1]), "value": "forged"})
+    with Store.init(tmp_path / "u.db") as honest:
+        honest.append(lines)
+    with sqlite3.connect(tmp_path / "u.db") as conn:
+        body, head = conn.execute("SELECT body, head FROM events WHERE position = 7").fetchone()
+        (hashes,) = conn.execute("SELECT hashes FROM tree WHERE position = 7").fetchone()
+    path = tmp_path / "t.db"
+    shutil.copy(base, path)
+    with attacker(path) as conn:
+        conn.execute("UPDATE events SET body = ?, head = ? WHERE position = 7", [body, head])
+        conn.execute("UPDATE tree SET hashes = ? WHERE position = 7", [hashes])
+    with Store.open(path, read_only=True) as store:
+        assert store.verify().ok and not store.verify(key=KEY).ok
+    return path
+
+
+def test_checkpoint_and_prove_refuse_a_forged_keyed_store(base: Path, tmp_path: Path) -> None:
+    """A store that says it is keyed is signed and served only with its chain key, and only
+    once it verifies with it: without the key exit 2, with it exit 1; nothing is printed."""
+    path = _forged_tail(base, tmp_path)
+    signer = tmp_path / "ck.key"
+    signer.write_text(generate_key("test").encode() + "\n")
+    chain_key = tmp_path / "chain.key"
+    chain_key.write_bytes(KEY)
+    for args in (["checkpoint", str(path), "--key-file", str(signer)],
+                 ["prove", "inclusion", str(path), "--event", "e7"],
+                 ["prove", "consistency", str(path), "--from", "3"]):
+        code, out, err = gamma_main(args, env={"GAMMA_CHAIN_KEY": ""})
+        assert (code, out) == (2, "") and "the store is keyed: give its chain key" in err, err
+        code, out, err = gamma_main([*args, "--chain-key-file", str(chain_key)])
+        assert (code, out) == (1, "") and "does not verify" in err, err
+        code, out, err = gamma_main(args, env={"GAMMA_CHAIN_KEY": KEY.decode()})
+        assert (code, out) == (1, "") and "does not verify" in err, err
+        honest = [str(base) if a == str(path) else a for a in args]
+        code, out, err = gamma_main([*honest, "--chain-key-file", str(chain_key)])
+        assert code == 0 and out, err
+    with pytest.raises(gamma.StoreError, match="the store is keyed"):
+        tree_head(path)
+    with pytest.raises(IntegrityError, match="does not verify"):
+        prove_inclusion(path, "e7", key=KEY)
+    assert tree_head(base, key=KEY).size == 7

@@ -21,6 +21,7 @@ from gamma.audit.checkpoint import (
     verify_checkpoint,
 )
 from gamma.cli import exit_with
+from gamma.cli.chainkey import chain_key_option, read_key
 from gamma.cli.logs import command
 from gamma.core.canonical import canonical_json
 from gamma.core.errors import InputError
@@ -78,10 +79,14 @@ def prove_group() -> None:
 @click.option("--event", "event", required=True, metavar="ID", help="The event's id.")
 @click.option("--size", type=click.IntRange(min=0), default=None,
               help="Tree size (default: the whole log).")
-def inclusion_command(log: str, event: str, size: int | None) -> None:
-    """Prove that event ID is in the tree of the first N events."""
+@chain_key_option
+def inclusion_command(log: str, event: str, size: int | None, chain_key_file: str | None) -> None:
+    """Prove that event ID is in the tree of the first N events.
+
+    A keyed store is served only with its chain key, and only if it verifies with it.
+    """
     with command("prove inclusion", log=log, event_id=event) as record:
-        proof = prove_inclusion(log, event, size=size)
+        proof = prove_inclusion(log, event, size=size, key=read_key(chain_key_file))
         record.update(tree_size=proof.tree_size, hashes=len(proof.path))
         click.echo(canonical_json(proof.to_dict()))
 
@@ -91,10 +96,14 @@ def inclusion_command(log: str, event: str, size: int | None) -> None:
 @click.option("--from", "first", type=click.IntRange(min=0), required=True, help="Earlier size.")
 @click.option("--to", "second", type=click.IntRange(min=0), default=None,
               help="Later size (default: the whole log).")
-def consistency_command(log: str, first: int, second: int | None) -> None:
-    """Prove that the tree of the first --to events extends that of the first --from."""
+@chain_key_option
+def consistency_command(log: str, first: int, second: int | None, chain_key_file: str | None) -> None:
+    """Prove that the tree of the first --to events extends that of the first --from.
+
+    A keyed store is served only with its chain key, and only if it verifies with it.
+    """
     with command("prove consistency", log=log, first=first) as record:
-        proof = prove_consistency(log, first, second=second)
+        proof = prove_consistency(log, first, second=second, key=read_key(chain_key_file))
         record.update(second=proof.second, hashes=len(proof.path))
         click.echo(canonical_json(proof.to_dict()))
 
@@ -134,11 +143,18 @@ def verify_proof_command(proof_file: str, event_line: str | None) -> None:
 @click.option("--origin", default=None, help="Checkpoint origin line (default: the key's name).")
 @click.option("--size", type=click.IntRange(min=0), default=None,
               help="Tree size (default: the whole log).")
-def checkpoint_command(log: str, key_file: str, origin: str | None, size: int | None) -> None:
-    """Print a signed checkpoint (C2SP signed note) of the log's tree head."""
+@chain_key_option
+def checkpoint_command(
+    log: str, key_file: str, origin: str | None, size: int | None, chain_key_file: str | None
+) -> None:
+    """Print a signed checkpoint (C2SP signed note) of the log's tree head.
+
+    The log must verify first; a keyed store is signed only with its chain key
+    (--chain-key-file, else $GAMMA_CHAIN_KEY), and only if it verifies with it.
+    """
     with command("checkpoint", log=log) as record:
         key = parse_signer(read_text(key_file, "signer key"), source=key_file)
-        head = tree_head(log, size=size)
+        head = tree_head(log, size=size, key=read_key(chain_key_file))
         record.update(size=head.size, root=head.root)
         click.echo(sign_checkpoint(head, key, origin=origin).encode("utf-8"), nl=False)
 

@@ -7,15 +7,14 @@ and then leaves with status 1.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gamma.cli import exit_with
+from gamma.cli.chainkey import key_option, read_key
 from gamma.cli.logs import command
 from gamma.cli.options import STDIN, STDIN_SOURCE, read_log, read_policy, read_stdin
 from gamma.core.canonical import canonical_json, parse_ts
@@ -23,55 +22,25 @@ from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, decode_lines, read_bounded
 from gamma.storage.migrations import LATEST
 from gamma.storage.sources import verify_path
-from gamma.storage.store import Store, check_key, is_store
+from gamma.storage.store import Store, is_store
 from gamma.storage.verify import check_head, verify_bytes
 
 __all__ = [
     "append_command",
     "export_command",
     "init_command",
+    "key_option",
     "log_command",
     "migrate_command",
     "read_key",
     "verify_command",
 ]
 
-KEY_ENV = "GAMMA_CHAIN_KEY"
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def store_argument(func: F) -> F:
     return click.argument("store", metavar="STORE", type=click.Path(dir_okay=False))(func)
-
-
-def key_option(func: F) -> F:
-    return click.option(
-        "--key-file",
-        "key_file",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help=f"File whose bytes (whitespace stripped, >= 16) key the HMAC chain; else ${KEY_ENV}.",
-    )(func)
-
-
-def read_key(path: str | None) -> bytes | None:
-    """The chain key from ``--key-file``, else from ``GAMMA_CHAIN_KEY``, else None."""
-    if path is not None:
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read key file: {exc.strerror}", source=path) from None
-        source = path
-    else:
-        text = os.environ.get(KEY_ENV, "")
-        if not text.strip():
-            return None
-        raw, source = text.encode("utf-8"), KEY_ENV
-    try:
-        return check_key(raw)
-    except InputError as exc:
-        raise InputError(exc.message, source=source) from None
 
 
 def _read_ts(text: str | None, option: str) -> datetime | None:

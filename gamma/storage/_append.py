@@ -28,7 +28,7 @@ from gamma.core.policy import Policy
 from gamma.storage._opening import read_meta
 from gamma.storage.migrations import LATEST, from_micros, schema_rows, ts_micros
 from gamma.storage.seal import seal_problem
-from gamma.storage.verify import ChainRow
+from gamma.storage.verify import ChainRow, column_problem
 
 __all__ = [
     "COLUMNS",
@@ -47,6 +47,7 @@ __all__ = [
 
 COLUMNS = list(ChainRow._fields)
 """The events table's columns, in the order of a row from ``chain_rows``."""
+_SELECT = ", ".join(COLUMNS)
 _PLACEHOLDER_TS = "1970-01-01T00:00:00Z"  # stands in for an omitted ts until the store stamps it
 _LOOKUP_CHUNK = 500
 
@@ -198,9 +199,13 @@ def check_extendable(
     """
     sealed = (read_meta(db, path), schema_rows(db))
     version = max((v for v, _ in sealed[1]), default=0)
-    if version != LATEST:
+    if version != LATEST:  # a keyed store is migrated only with its seal (Store.seal)
+        problem = seal_problem(*sealed, key)
+        if problem is not None:
+            raise IntegrityError(f"{path}: refusing to extend a store that does not verify: {problem[1]}")
         raise StoreError(f"{path}: schema_version {version}: a writer extends only a store of"
-                         f" schema {LATEST} (opening it for writing migrates it)")
+                         f" schema {LATEST}: opening it for writing migrates it, a keyed one"
+                         " with `gamma migrate STORE --key-file K --expect-policy D`")
     if sealed != checked:
         problem = seal_problem(*sealed, key)
         if problem is not None:
@@ -211,19 +216,21 @@ def check_extendable(
 
 
 def _check_tail(db: Database, path: Path, position: int, key: bytes | None) -> None:
-    row = db.execute(
-        "SELECT body, prev_head, head, keyed_head FROM events WHERE position = ?", [position]
-    ).fetchone()
+    """The row the batch extends: its link, hash, keyed link and tree row, and its indexed
+    columns against its body (ids, references and the ts order are checked by them)."""
+    row = ChainRow(*db.execute(f"SELECT {_SELECT} FROM events WHERE position = ?", [position]).fetchone())
     before = db.execute("SELECT keyed_head FROM events WHERE position = ?", [position - 1]).fetchone()
     tree = db.execute(
         "SELECT position, hashes FROM tree ORDER BY position DESC LIMIT 1"
     ).fetchone()
-    body, prev_head, head, keyed_head = row
+    body, prev_head, head, keyed_head = row.body, row.prev_head, row.head, row.keyed_head
     data = str(body).encode("utf-8")
     try:
         problem = None
         if step_bytes(bytes.fromhex(str(prev_head)), data).hex() != head:
             problem = "its body does not hash to its head"
+        elif (column := column_problem(row)) is not None:
+            problem = column[3].removeprefix(f"position {position} ")
         elif key is not None:
             keyed_prev = GENESIS_HEX if before is None else str(before[0])
             if keyed_step(key, bytes.fromhex(keyed_prev), str(body)).hex() != keyed_head:

@@ -23,6 +23,7 @@ from gamma.storage.readonly import read_only_connection
 __all__ = [
     "FORMAT",
     "SQLITE_HEADER",
+    "claims_keyed",
     "connect",
     "create_schema",
     "is_store",
@@ -99,6 +100,13 @@ def read_meta(db: Database, path: Path) -> dict[str, str]:
     return {str(name): str(value) for name, value in rows}
 
 
+def claims_keyed(db: Database, path: Path) -> bool:
+    """Whether the metadata says the store is keyed (the flag or a key check): its writer
+    must then bring the key before anything is written, a migration included."""
+    meta = read_meta(db, path)
+    return meta.get("keyed") == "true" or "key_check" in meta
+
+
 @contextmanager
 def write(db: Database, path: Path) -> Iterator[None]:
     """One write transaction taken with BEGIN IMMEDIATE: the lock first, then the reads."""
@@ -129,7 +137,11 @@ def create_schema(db: Database, path: Path, meta: Mapping[str, str]) -> None:
 
 
 def upgrade_schema(db: Database, path: Path, *, read_only: bool) -> None:
-    """An existing store brought to the latest schema; a reader reads an older one as it is."""
+    """An existing store brought to the latest schema; a reader reads an older one as it is.
+
+    A store that says it is keyed is left as it is: it is migrated in the transaction that
+    seals it with the key (``Store.seal``, ``gamma migrate``), so a writer without the key,
+    or whose append is refused, leaves every byte of it unchanged (SPEC §9.2)."""
     version = current_version(db)
     if version == 0:
         raise StoreError(f"{path}: not a gamma store (no schema)")
@@ -140,6 +152,7 @@ def upgrade_schema(db: Database, path: Path, *, read_only: bool) -> None:
         return  # an older schema is read as it is; the next writer migrates it
     if version != LATEST:
         with write(db, path):
-            migrate(db)
+            if not claims_keyed(db, path):  # a keyed store migrates only with its key (Store.seal)
+                migrate(db)
     if db.journal_mode != "wal":
         db.enable_wal()

@@ -1,7 +1,8 @@
 """Merkle proofs over a log given by path (a store or a JSONL file), and checking them offline.
 
 A store answers from its ``tree`` table once ``Store.verify`` has checked that table
-against the tree recomputed from the events (and everything else it checks), so a
+against the tree recomputed from the events (and everything else it checks, with the chain
+key of a store that says it is keyed: without it that store is refused), so a
 checkpoint signs and a proof shows only the events' own tree; a JSONL file is read,
 validated and hashed once. Both are O(n). Verification needs no log:
 an inclusion proof and the event's canonical line, or a consistency proof.
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gamma.core import merkle
-from gamma.core.errors import InputError, IntegrityError, ValueTypeError
+from gamma.core.errors import GammaError, InputError, IntegrityError, StoreError, ValueTypeError
 from gamma.core.events import canonical_event, load_events
 from gamma.core.merkle import (
     CompactRange,
@@ -46,17 +47,24 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 @contextmanager
 def _opened(
-    log: str | Path, policy: Policy | None
+    log: str | Path, policy: Policy | None, key: bytes | None
 ) -> Iterator[tuple[SubtreeHashes, Callable[[str], int | None]]]:
-    """The tree of a log by path and a lookup from event id to 0-based leaf index."""
+    """The tree of a log by path and a lookup from event id to 0-based leaf index.
+
+    A store is served only once it verifies (with its chain key when it says it is keyed:
+    without the key a rechained forgery verifies), so a checkpoint signs and a proof shows
+    only the events' own tree."""
     if not Path(log).exists():
         raise InputError("no such file", source=str(log))
     if is_store(log):
         with Store.open(log, read_only=True) as store:
-            report = store.verify()  # the tree rows are served only once they are the events' own
+            if key is None and store.claims_keyed:
+                raise StoreError(f"{log}: the store is keyed: give its chain key (--chain-key-file"
+                                 " or $GAMMA_CHAIN_KEY) to verify it before it is served")
+            report = store.verify(key=key)
             if not report.ok:
-                raise IntegrityError(f"{log}: refusing to serve a tree head or proof from a store"
-                                     f" that does not verify: {report.verdict}: {report.detail}")
+                raise _refusal(log, report.status, f"refusing to serve a tree head or proof from"
+                               f" a store that does not verify: {report.verdict}: {report.detail}")
 
             def index(event_id: str) -> int | None:
                 position = store.position_of(event_id)
@@ -64,9 +72,17 @@ def _opened(
 
             yield store.tree(), index
         return
+    if key is not None:
+        raise InputError("a chain key is for a store; a JSONL log keeps no keyed chain",
+                         source=str(log), field="key")
     events = load_events(log, policy=policy or DEFAULT_POLICY)
     ids = {event.id: i for i, event in enumerate(events)}
     yield MemoryTree.of_data(canonical_event(e).encode("utf-8") for e in events), ids.get
+
+
+def _refusal(log: str | Path, status: int, detail: str) -> GammaError:
+    """A failed verification as ``verify`` exits: a tampering 1, a key for an unkeyed store 2."""
+    return IntegrityError(f"{log}: {detail}") if status == 1 else StoreError(f"{log}: {detail}")
 
 
 def _size(requested: int | None, tree: SubtreeHashes, field: str) -> int:
@@ -76,18 +92,31 @@ def _size(requested: int | None, tree: SubtreeHashes, field: str) -> int:
     return size
 
 
-def tree_head(log: str | Path, *, size: int | None = None, policy: Policy | None = None) -> TreeHead:
-    """The tree head ``(size, root)`` of the first ``size`` events of a log (all by default)."""
-    with _opened(log, policy) as (tree, _):
+def tree_head(
+    log: str | Path,
+    *,
+    size: int | None = None,
+    policy: Policy | None = None,
+    key: bytes | None = None,
+) -> TreeHead:
+    """The tree head ``(size, root)`` of the first ``size`` events of a log (all by default).
+
+    ``key`` is a keyed store's chain key, needed to serve it (so for each function here)."""
+    with _opened(log, policy, key) as (tree, _):
         size = _size(size, tree, "size")
         return TreeHead(size=size, root=MemoryTree.root_of_tree(tree, size).hex())
 
 
 def prove_inclusion(
-    log: str | Path, event: str, *, size: int | None = None, policy: Policy | None = None
+    log: str | Path,
+    event: str,
+    *,
+    size: int | None = None,
+    policy: Policy | None = None,
+    key: bytes | None = None,
 ) -> InclusionProof:
     """The proof that event ``event`` (an id) is leaf ``i`` of the tree of the first ``size`` events."""
-    with _opened(log, policy) as (tree, index_of):
+    with _opened(log, policy, key) as (tree, index_of):
         size = _size(size, tree, "size")
         index = index_of(event)
         if index is None:
@@ -100,10 +129,15 @@ def prove_inclusion(
 
 
 def prove_consistency(
-    log: str | Path, first: int, *, second: int | None = None, policy: Policy | None = None
+    log: str | Path,
+    first: int,
+    *,
+    second: int | None = None,
+    policy: Policy | None = None,
+    key: bytes | None = None,
 ) -> ConsistencyProof:
     """The proof that the tree of the first ``second`` events extends that of the first ``first``."""
-    with _opened(log, policy) as (tree, _):
+    with _opened(log, policy, key) as (tree, _):
         second = _size(second, tree, "second")
         if not 0 <= first <= second:
             raise InputError(f"first size {first} must be between 0 and {second}", field="first")

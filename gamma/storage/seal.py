@@ -157,9 +157,8 @@ def _old_problem(meta: Mapping[str, str], version: int, key: bytes | None) -> Se
     if KEYED_SEAL not in meta:
         return changed, (
             f"a key was given but this store (schema_version {version}) has no keyed seal: no"
-            " key authenticates its metadata; a store from before schema 4 is opened by a"
-            " writer (which migrates it) and then sealed with `gamma migrate --key-file K"
-            " --expect-policy D`"
+            " key authenticates its metadata; a keyed store from before schema 4 is migrated"
+            " and sealed at once with `gamma migrate --key-file K --expect-policy D`"
         )
     if _differs(meta[KEYED_SEAL], expected[KEYED_SEAL]):
         return changed, (

@@ -50,7 +50,7 @@ from gamma.storage._append import (
     parse_batch,
     read_tail,
 )
-from gamma.storage._keys import MIN_KEY_BYTES, check_key, writer_key
+from gamma.storage._keys import MIN_KEY_BYTES, check_key, read_key_file, writer_key
 from gamma.storage._keys import key_check as _key_check
 from gamma.storage._opening import (
     FORMAT,
@@ -67,8 +67,8 @@ from gamma.storage._opening import (
     write,
 )
 from gamma.storage._read import READ, check_stored
-from gamma.storage.migrations import LATEST, MIGRATIONS, schema_rows, ts_micros
-from gamma.storage.seal import STORE_KEYED_SEAL, seal_problem, store_seals
+from gamma.storage.migrations import LATEST, MIGRATIONS, migrate, schema_rows, ts_micros
+from gamma.storage.seal import KEYED_SEAL, STORE_KEYED_SEAL, seal_problem, store_seals
 from gamma.storage.tree import StoredTree, TreeHead, tree_rows
 from gamma.storage.verify import (
     ChainRow,
@@ -90,6 +90,7 @@ __all__ = [
     "check_key",
     "check_stored",
     "is_store",
+    "read_key_file",
 ]
 
 BUSY_TIMEOUT = 10.0
@@ -250,6 +251,12 @@ class Store:
     def keyed(self) -> bool:
         """Whether the store says it keeps a keyed chain (verify never relies on this)."""
         return self._meta.get("keyed") == "true"
+
+    @property
+    def claims_keyed(self) -> bool:
+        """Whether anything in the metadata says the store is keyed (the flag or a key check):
+        a reader that must not trust a rechained store asks for the key then."""
+        return self.keyed or "key_check" in self._meta
 
     def head(self) -> str:
         """The plain chain head after the last event (64 zeros when empty)."""
@@ -490,7 +497,7 @@ class Store:
         return AppendResult(appended=len(rows), events=tail.position + len(rows), head=head)
 
     def seal(self, *, expect_policy: str) -> None:
-        """Write the keyed seal of a keyed store migrated from before schema 4 (SPEC §9.2).
+        """Migrate a keyed store from before schema 4 and write its keyed seal (SPEC §9.2).
 
         Asked for explicitly (``gamma migrate``), never by a migration or an append: whoever
         seals vouches for the recorded policy, so its digest must be ``expect_policy``, and
@@ -509,10 +516,14 @@ class Store:
         if not report.ok:
             raise IntegrityError(f"{self.path}: refusing to seal a store that does not verify:"
                                  f" {report.verdict}: {report.detail}")
-        with write(self._db, self.path):
+        with write(self._db, self.path):  # migrated and sealed at once, or neither
             meta, schema = self._read_meta(), schema_rows(self._db)
             if max((v for v, _ in schema), default=0) != LATEST:
-                raise StoreError(f"{self.path}: open the store for writing first (it migrates)")
+                found = seal_problem(meta, schema, key if KEYED_SEAL in meta else None)
+                if found is not None:
+                    raise IntegrityError(f"{self.path}: refusing to migrate and seal: {found[1]}")
+                migrate(self._db)
+                meta, schema = self._read_meta(), schema_rows(self._db)
             if STORE_KEYED_SEAL in meta:
                 found = seal_problem(meta, schema, key)
                 if found is not None:

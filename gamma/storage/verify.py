@@ -52,6 +52,7 @@ __all__ = [
     "TreeCheck",
     "check_head",
     "check_rows",
+    "column_problem",
     "is_chain_problem",
     "verify_bytes",
     "verify_file",
@@ -295,7 +296,7 @@ def check_rows(
                     ),
                 )
             else:
-                problem = _column_problem(row)
+                problem = column_problem(row)
         expected_prev = row.head
         previous = row
     head = computed.hex()
@@ -468,8 +469,9 @@ def _classify_link(row: ChainRow, previous: ChainRow | None, lookup: RowLookup) 
     )
 
 
-def _column_problem(row: ChainRow) -> _Problem | None:
-    """The lookup columns must say what the body says (appends trust them)."""
+def column_problem(row: ChainRow) -> _Problem | None:
+    """The lookup columns must say what the body says (appends trust them; the body is read
+    with orjson, a decoder bounded in depth)."""
     try:
         body = orjson.loads(row.body)
         ts_us = ts_micros(parse_ts(body["ts"]))
