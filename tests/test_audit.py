@@ -176,6 +176,8 @@ MALFORMED = [
      "excluded[3].fact"),
     ("stale without inputs", _set("admitted[0].stale", {"code": "recomputed", "value": 1}),
      UnknownFieldError, "admitted[0].stale"),
+    ("a later format", _set("format", 2), ValueTypeError, "format"),
+    ("format a boolean", _set("format", True), ValueTypeError, "format"),
 ]  # fmt: skip
 
 
@@ -237,6 +239,15 @@ class TestReplay:
         assert result.ok and result.head_ok and result.diff.same and result.record_digest_ok
         assert result.render().startswith("identical: replayed 7 events")
         assert json.loads(result.to_json())["ok"] is True
+
+    def test_a_record_written_before_format_replays_identically(self) -> None:
+        """A record without ``format`` (written before the field) is of format 1: it replays
+        identically and its digest still holds (format and engine are not under it)."""
+        events = log(*EVENTS)
+        record = record_of(events)
+        del record["format"]
+        result = replay(events, check_record(record))
+        assert result.ok and result.record_digest_ok and result.diff.same
 
     def test_later_events_do_not_disturb(self) -> None:
         """Events appended later, even with ts <= t, are outside the record's first `events`."""

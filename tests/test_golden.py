@@ -31,6 +31,8 @@ from gamma import (
     parse_events,
     resolve,
 )
+from gamma.core.resolution import FORMAT
+from gamma.core.version import __version__ as gamma_version
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
@@ -117,6 +119,7 @@ class TestGolden:
         case = load_case(path)
         body = dict(case["expected"])
         digest = body.pop("digest")
+        assert (body.pop("engine"), body.pop("format")) == (gamma_version, FORMAT)  # undigested
         assert digest == hashlib.sha256(canonical(body).encode("utf-8")).hexdigest()
         assert body["policy"] == policy_of(case).digest
         assert Resolution.from_dict(case["expected"]).to_dict() == case["expected"]

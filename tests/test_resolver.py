@@ -55,6 +55,7 @@ from gamma.core.events import canonical_event, parse_events
 from gamma.core.model import Retract
 from gamma.core.parsed import ParsedLog, tenant_part
 from gamma.core.resolver import resolve_partition
+from gamma.core.version import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
 RECHECK = load_policy(ROOT / "policies" / "recheck.toml")
@@ -1102,22 +1103,27 @@ class TestDeterminism:
         assert "\n" not in text
 
     def test_digest_is_sha256_of_body_without_digest(self) -> None:
-        """digest is the sha256 hex of the canonical JSON of the object without digest."""
+        """digest is the sha256 hex of the canonical JSON of the object without digest, engine
+        and format (those name the writer and the format; they decide nothing)."""
         res = self.sample()
         body = json.loads(res.to_json())
         digest = body.pop("digest")
+        assert (body.pop("engine"), body.pop("format")) == (__version__, 1)
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         assert digest == res.digest == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     def test_top_level_fields(self) -> None:
-        """The record has exactly the nine fields of DESIGN §6, and ``tree`` (the Merkle head)."""
+        """The record has exactly the nine fields of DESIGN §6, ``tree`` (the Merkle head), and
+        ``engine`` and ``format`` (who wrote it, in which format: issue 32)."""
         assert sorted(json.loads(self.sample().to_json())) == [
             "actor",
             "admitted",
             "at",
             "digest",
+            "engine",
             "excluded",
             "experiences",
+            "format",
             "ignored",
             "log",
             "policy",

@@ -217,6 +217,8 @@ def diff_records(a: dict[str, Any], b: dict[str, Any]) -> AuditDiff:
     fields: list[Change] = []
     for name in sorted((set(a) | set(b)) - _SECTIONS):
         va, vb = a.get(name), b.get(name)
+        if name == "format":  # a record written before it was named is of format 1
+            va, vb = a.get(name, 1), b.get(name, 1)
         if _same(va, vb):
             continue
         if isinstance(va, dict) and isinstance(vb, dict):

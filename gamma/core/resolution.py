@@ -1,8 +1,10 @@
 """The result of Γ: what an actor may rely on at t, and why everything else is withheld.
 
 ``Resolution.to_json()`` is the canonical JSON object of DESIGN §6 (no free
-text, no excluded values). ``known_unknowns`` and ``recheck_inputs`` feed the
-rendered context only; they are derivable from the log and not serialised.
+text, no excluded values), naming its ``format`` and the ``engine`` (gamma's
+version) that wrote it; the ``digest`` covers the decision, not those two.
+``known_unknowns`` and ``recheck_inputs`` feed the rendered context only; they
+are derivable from the log and not serialised.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from gamma.core.decisions import (
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor
 from gamma.core.render import render as render_resolution
+from gamma.core.version import __version__
 
-__all__ = ["Resolution"]
+__all__ = ["FORMAT", "UNDIGESTED", "Resolution"]
 
 
 def _pieces(texts: dict[str, bytes]) -> list[bytes]:
@@ -82,6 +85,13 @@ def _ignored(i: Ignored) -> dict[str, Any]:
     return {"code": i.code, "event": i.event, "fact": i.fact}
 
 
+FORMAT = 1
+"""The resolution's format version (SPEC §5): raised when a field's meaning changes."""
+
+#: The fields that describe the record rather than decide anything: not under the digest.
+UNDIGESTED = frozenset({"digest", "engine", "format"})
+
+
 @attrs.frozen(kw_only=True)
 class Resolution:
     """S = Γ(H, A, t) with its audit record. Lists are sorted by id in code-point order."""
@@ -105,7 +115,9 @@ class Resolution:
 
     @functools.cached_property
     def digest(self) -> str:
-        """sha256 hex of the canonical JSON of the record without ``digest`` (computed when read)."""
+        """sha256 hex of the canonical JSON of the record without ``digest``, ``engine`` and
+        ``format`` (computed when read): the same decision has the same digest whichever
+        release wrote it."""
         digest = hashlib.sha256()
         for piece in _pieces(self._texts):
             digest.update(piece)
@@ -145,8 +157,8 @@ class Resolution:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of DESIGN §6, ``digest`` included."""
-        return {**self._body(), "digest": self.digest}
+        """The JSON object of DESIGN §6, ``digest``, ``engine`` and ``format`` included."""
+        return {**self._body(), "digest": self.digest, "engine": __version__, "format": FORMAT}
 
     def to_json(self) -> str:
         """One canonical JSON line (no trailing newline)."""
@@ -154,12 +166,15 @@ class Resolution:
 
     def to_json_bytes(self) -> bytes:
         """``to_json`` as UTF-8, as written to a file or a pipe (no second copy as text)."""
-        return b"".join(_pieces({**self._texts, "digest": canonical_bytes(self.digest)}))
+        return b"".join(_pieces({**self._texts, "digest": canonical_bytes(self.digest),
+                                 "engine": canonical_bytes(__version__),
+                                 "format": canonical_bytes(FORMAT)}))
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> Resolution:
-        """Rebuild a resolution from its JSON object; the digest is recomputed, not trusted."""
-        body = {k: v for k, v in obj.items() if k != "digest"}
+        """Rebuild a resolution from its JSON object; the digest is recomputed, not trusted,
+        and ``engine`` and ``format`` are left to the reader (``check_record`` checks them)."""
+        body = {k: v for k, v in obj.items() if k not in UNDIGESTED}
         return converter.structure(body, cls)
 
     @functools.cached_property
