@@ -29,19 +29,28 @@ _MATERIAL = (list, tuple, str, bytes, bytearray, dict)
 def checked(function: F) -> F:
     """``function`` behind a check of every argument against its annotation."""
     signature = inspect.signature(function)
-    hints = typing.get_type_hints(function)
-    checks = {name: (compile_hint(hint), hint) for name, hint in hints.items() if name != "return"}
+    built: list[dict[str, tuple[Check, Any]]] = []
+
+    def checks() -> dict[str, tuple[Check, Any]]:
+        """Built at the first call: a method's hints may name its own class, not yet defined
+        when the decorator runs."""
+        if not built:
+            hints = typing.get_type_hints(function)
+            built.append({name: (compile_hint(hint), hint) for name, hint in hints.items()
+                          if name != "return"})  # fmt: skip
+        return built[0]
 
     @functools.wraps(function)
     def door(*args: Any, **kwargs: Any) -> Any:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"{function.__name__}(): {exc}") from None
+            raise TypeError(f"{function.__qualname__}(): {exc}") from None
+        known = checks()
         for name, value in bound.arguments.items():
-            check, hint = checks.get(name, (None, None))
+            check, hint = known.get(name, (None, None))
             if check is not None and not check(value):
-                raise TypeError(f"{function.__name__}(): {name} must be {describe(hint)},"
+                raise TypeError(f"{function.__qualname__}(): {name} must be {describe(hint)},"
                                 f" not {type(value).__name__}")  # fmt: skip
         return function(*args, **kwargs)
 
@@ -121,12 +130,13 @@ def _container(origin: type, args: tuple[Any, ...]) -> Check:
         )
     item = compile_hint(args[0])
     classes = _classes(args[0])
-    strings = args[0] is str  # a string is a sequence of strings: its characters are fine
 
     def check(value: Any) -> bool:
-        if not isinstance(value, origin):
+        # a string where strings are wanted is one name, not its characters; a mapping where
+        # items are wanted is one object, not its keys: both are the caller's slip
+        if not isinstance(value, origin) or isinstance(value, (str, abc.Mapping)):
             return False
-        if not isinstance(value, _MATERIAL) or (strings and isinstance(value, str)):
+        if not isinstance(value, _MATERIAL):
             return True
         if classes is not None:  # the common case, events: a builtin loop, 25 ns an item
             return all(map(isinstance, value, itertools.repeat(classes)))

@@ -11,8 +11,10 @@ import pytest
 import structlog
 from click.testing import CliRunner
 
+import gamma as gamma_api
 import gamma.cli.resolve as resolve_module
 from gamma.cli import main
+from gamma.cli.options import unknown_names
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "fixtures" / "examples"
@@ -233,6 +235,7 @@ class TestHonest:
         assert code == 0 and out.startswith("# Authorized state for bob")
         assert err.splitlines() == [
             "Warning: tenant 'nobody' occurs nowhere in the log: nothing is admitted to its actors",
+            "Warning: actor 'bob' occurs nowhere in the log: no event is written by it or names it",
             "Warning: key 'no_such_key' occurs nowhere in the log",
         ]
         assert gamma("resolve", LOG, "--actor", ALICE, "--at", AT)[2] == ""  # known: silent
@@ -277,3 +280,50 @@ class TestHonest:
         assert (code, out) == (4, "") and "Traceback" not in err
         assert err.startswith("Error: internal error, please report it: KeyError at ")
         assert "in broken: 'boom'" in err and len(err.splitlines()) == 1
+
+
+class TestUnknownActor:
+    """An actor id that occurs nowhere in the log (no event written by it, no visibility or
+    grant naming it) is said so on stderr: its empty answer is honest but rarely meant."""
+
+    NOBODY = '{"id": "nobody", "tenant": "acme", "roles": ["sales"]}'
+
+    def test_resolve_explain_report_warn(self, tmp_path: Path) -> None:
+        runs = {
+            "resolve": gamma("resolve", LOG, "--actor", self.NOBODY, "--at", AT),
+            "explain": gamma("explain", LOG, "F1", "--actor", self.NOBODY, "--at", AT),
+            "report": gamma("report", LOG, "--actor", self.NOBODY, "--at", AT,
+                            "--out", tmp_path / "r.html"),
+        }
+        for name, (code, _, err) in runs.items():
+            assert code == 0, (name, err)
+            assert err == "Warning: actor 'nobody' occurs nowhere in the log: no event is written" \
+                " by it or names it\n", (name, err)
+
+    def test_a_known_actor_is_not_warned_about(self) -> None:
+        code, _, err = gamma("resolve", LOG, "--actor", ALICE, "--at", AT)
+        assert code == 0 and err == ""
+
+    def test_an_actor_named_only_by_visibility_is_known(self) -> None:
+        events = gamma_api.parse_events([
+            '{"id":"e1","type":"assert","ts":"2026-03-01T09:00:00Z","actor":"crm","tenant":"t",'
+            '"fact":"F1","key":"k","value":1,"visibility":{"actors":["vera"]}}',
+        ])  # fmt: skip
+        assert unknown_names(events, actors=["vera", "crm", "zed", "zed"]) == [
+            "actor 'zed' occurs nowhere in the log: no event is written by it or names it"]
+
+
+class TestEndlessOptionFiles:
+    """``--response @FILE`` and ``--context @FILE`` are read with no line past the limit."""
+
+    def test_response_and_context_files_past_the_limit(self, tmp_path: Path) -> None:
+        big = tmp_path / "big.txt"
+        big.write_bytes(b"x" * (1 << 20) + b"x")
+        base = ["validate", LOG, "--actor", ALICE, "--at", AT, "--question", "q"]
+        for extra in (["--response", f"@{big}"], ["--response", "r", "--context", f"@{big}"]):
+            code, _, err = gamma(*base, *extra)
+            assert code == 2 and err.startswith(f"Error: {big}, line 1: a line of more than"), err
+        small = tmp_path / "small.txt"
+        small.write_text("It is 15%.", encoding="utf-8")
+        code, out, _ = gamma(*base, "--response", f"@{small}")
+        assert code == 0 and json.loads(out)["ok"] is True

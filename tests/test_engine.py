@@ -417,3 +417,22 @@ def test_engine_recomputes_derivations_as_the_pure_resolver_does(data: st.DataOb
         assert got.render("context") == expected.render("context")
         seen |= {a.fact for a in expected.admitted if isinstance(a, Recomputed)}
     assert seen  # the log recomputes along the way
+
+
+def test_wrong_types_are_named_at_the_engine_door() -> None:
+    """A str actor, a str of facts, a dict batch, a number for a path: each a TypeError naming
+    the parameter, before any work (a str of facts is never read as its characters)."""
+    engine = gamma.Engine()
+    engine.append([{"id": "e1", "type": "assert", "ts": "2026-03-01T09:00:00Z", "actor": "a",
+                    "tenant": "acme", "fact": "F1", "key": "k", "value": 1}])  # fmt: skip
+    who = {"id": "a", "tenant": "acme"}
+    for call, name in ((lambda: engine.resolve("a", "2026-03-02T00:00:00Z"), "actor"),
+                       (lambda: engine.check(who, "2026-03-02T00:00:00Z", "F1"), "facts"),
+                       (lambda: engine.resolve(who, "2026-03-02T00:00:00Z", keys="k"), "keys"),
+                       (lambda: engine.append({"a": 1}), "events"),
+                       (lambda: gamma.Engine.open(3), "source"),
+                       (lambda: gamma.Engine(policy="strict"), "policy")):  # fmt: skip
+        with pytest.raises(TypeError, match=name):
+            call()
+    assert len(engine) == 1
+    assert set(engine.check(who, "2026-03-02T00:00:00Z", ("F1",))) == {"F1"}

@@ -403,3 +403,22 @@ class TestDerivedItems:
             store.put(("plans",), "two_weeks", value)
         assert caught.value.field == "derivation"
         assert len(engine) == 1
+
+
+def test_list_namespaces_refuses_a_slash_as_every_op_does() -> None:
+    """A ``/`` in a listing's prefix or suffix is refused as in a get's namespace, never an
+    empty listing; the wildcard ``*`` stays a pattern."""
+    store = store_for(engine_with_seed(), ALICE)
+    assert store.list_namespaces(prefix=("users", "*")) == [("users", "alice")]
+    for condition in ({"prefix": ("a/b",)}, {"suffix": ("users", "a/b")}, {"prefix": ("x y",)}):
+        with pytest.raises(NamespaceError, match="no '/'"):
+            store.list_namespaces(**condition)  # type: ignore[arg-type]
+
+
+def test_wrong_types_at_the_constructor_name_the_parameter() -> None:
+    """``GovernedStore(engine, "alice")`` is a TypeError naming ``actor``, not an AttributeError."""
+    engine = engine_with_seed()
+    with pytest.raises(TypeError, match="actor"):
+        GovernedStore(engine, "alice")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="engine"):
+        GovernedStore("engine.db", ALICE)  # type: ignore[arg-type]

@@ -38,6 +38,7 @@ from gamma.core.limits import (
 )
 from gamma.core.policy import MAX_CLOCK_SKEW, MAX_LEVELS, MAX_NAME_BYTES, MAX_WRITERS
 from gamma.core.strictjson import decode_json
+from gamma.storage._keys import MAX_KEY_FILE_BYTES, read_key_file
 
 GOOD = json.dumps(
     {"type": "assert", "id": "e1", "ts": "2026-03-01T09:00:00Z", "actor": "a", "tenant": "acme",
@@ -353,3 +354,22 @@ def test_cli_resolve_of_dev_zero_exits_2_quickly(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "line 1" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_key_file_is_read_no_further_than_its_bound(tmp_path: Path) -> None:
+    """A chain key file past MAX_KEY_FILE_BYTES is no key file: refused naming the file, after
+    reading the bound plus one byte (``/dev/zero`` is refused at once, not read to exhaustion)."""
+    path = tmp_path / "k.key"
+    path.write_bytes(b"k" * MAX_KEY_FILE_BYTES)
+    assert read_key_file(path) == b"k" * MAX_KEY_FILE_BYTES
+    path.write_bytes(b"k" * (MAX_KEY_FILE_BYTES + 1))
+    with pytest.raises(InputError, match="at most") as info:
+        read_key_file(path)
+    assert info.value.source == str(path)
+    for device in ("/dev/zero", "/dev/urandom"):
+        if Path(device).exists():
+            with pytest.raises(InputError, match="at most"):
+                read_key_file(device)
+    path.write_bytes(b"short\n")
+    with pytest.raises(InputError, match="16 bytes"):
+        read_key_file(path)

@@ -1,8 +1,10 @@
 """Audit records and replay: what an actor was allowed to see, re-derived from the log.
 
-An audit record is the resolution's JSON object (DESIGN §6) plus ``engine``
-(the gamma version that wrote it) and ``events`` (how many log events it
-covers: up to and including the last with ``ts <= at``). Replay recomputes Γ
+An audit record is the resolution's JSON object (DESIGN §6, which names its
+``format`` and the ``engine``, the gamma version that wrote it) plus ``events``
+(how many log events it covers: up to and including the last with ``ts <= at``).
+A record written before resolutions named their format has no ``format``: it is
+of format 1. Replay recomputes Γ
 over exactly those events, so events appended later cannot disturb it, and
 checks their chain head against the record's ``log``. The resolver stays
 pure: files are read and written here, never there.
@@ -13,13 +15,14 @@ re-exported here, so ``from gamma.audit import diff_records`` is the one import.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import attrs
 import cattrs
@@ -48,6 +51,7 @@ from gamma.core.decisions import (
 from gamma.core.errors import (
     InputError,
     JSONSyntaxError,
+    LimitError,
     MissingFieldError,
     PolicyError,
     UnknownFieldError,
@@ -57,7 +61,7 @@ from gamma.core.events import canonical_event, parse_actor
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.model import Actor, Event, heard_by
 from gamma.core.policy import Policy
-from gamma.core.resolution import Resolution
+from gamma.core.resolution import FORMAT, UNDIGESTED, Resolution
 from gamma.core.resolver import resolve
 from gamma.core.strictjson import decode_json
 from gamma.core.version import __version__
@@ -71,9 +75,9 @@ __all__ = [
 
 RECORD_FIELDS: tuple[str, ...] = (
     "actor", "admitted", "at", "digest", "engine", "events",
-    "excluded", "experiences", "ignored", "log", "policy", "tree",
+    "excluded", "experiences", "format", "ignored", "log", "policy", "tree",
 )  # fmt: skip
-_NOT_DIGESTED = frozenset({"digest", "engine", "events"})
+_NOT_DIGESTED = UNDIGESTED | {"events"}
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -103,9 +107,9 @@ def covered(events: Sequence[Event], at: datetime) -> int:
 
 
 def audit_record(resolution: Resolution, events: Sequence[Event]) -> dict[str, Any]:
-    """The resolution's JSON object plus ``engine`` and ``events`` (the log events it covers)."""
+    """The resolution's JSON object plus ``events`` (the log events it covers)."""
     count = covered(events, resolution.at)
-    return {**resolution.to_dict(), "engine": _engine(), "events": count}
+    return {**resolution.to_dict(), "events": count}
 
 
 def write_audit(
@@ -138,18 +142,51 @@ def _atomic_write(path: Path, text: str) -> None:
 # -- reading -----------------------------------------------------------------------------
 
 
+#: The most bytes of one audit record file. A record is one canonical JSON line that grows with
+#: its log (SPEC §5's bound), so the log line's 1 MiB cannot hold it; this cap keeps an endless
+#: stream of bytes that could be JSON (``yes ' '``) from holding more than it.
+MAX_AUDIT_BYTES = 1 << 30
+_CHUNK = 1 << 16
+#: Bytes no JSON document holds anywhere (a control character in a string must be escaped).
+_NOT_JSON = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def read_audit(path: str | Path) -> dict[str, Any]:
     """Read and check an audit record file; InputError names the field when it is malformed."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise JSONSyntaxError(f"not UTF-8: {exc.reason}", source=source) from None
+        with Path(path).open("rb") as stream:
+            text = _read_record(stream, source=source)
     except FileNotFoundError:
         raise InputError("no such audit record", source=source) from None
     except OSError as exc:
         raise InputError(f"cannot read audit record: {exc.strerror}", source=source) from None
     return parse_audit(text, source=source)
+
+
+def _read_record(stream: IO[bytes], *, source: str) -> str:
+    """The file's text, refused as the bytes come: at the first byte no JSON holds (``/dev/zero``
+    fails at its first), the first bytes not UTF-8 (``/dev/urandom``), or past MAX_AUDIT_BYTES."""
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    parts: list[str] = []
+    taken = 0
+    while chunk := stream.read(_CHUNK):
+        taken += len(chunk)
+        if taken > MAX_AUDIT_BYTES:
+            raise LimitError(f"an audit record of more than {MAX_AUDIT_BYTES} bytes", source=source)
+        bad = _NOT_JSON.search(chunk)
+        if bad is not None:
+            raise JSONSyntaxError(f"not JSON: control byte 0x{bad.group()[0]:02x} at byte"
+                                  f" {taken - len(chunk) + bad.start()}", source=source)  # fmt: skip
+        try:
+            parts.append(utf8.decode(chunk))
+        except UnicodeDecodeError as exc:
+            raise JSONSyntaxError(f"not UTF-8: {exc.reason}", source=source) from None
+    try:
+        parts.append(utf8.decode(b"", final=True))
+    except UnicodeDecodeError as exc:
+        raise JSONSyntaxError(f"not UTF-8: {exc.reason}", source=source) from None
+    return "".join(parts)
 
 
 def parse_audit(text: str, *, source: str | None = None) -> dict[str, Any]:
@@ -158,7 +195,8 @@ def parse_audit(text: str, *, source: str | None = None) -> dict[str, Any]:
 
 
 def check_record(obj: Any, *, source: str | None = None) -> dict[str, Any]:
-    """Check an audit record's shape and types; return it unchanged.
+    """Check an audit record's shape and types; return it (a record written before
+    resolutions named their format gets ``format`` 1, unchanged otherwise).
 
     Checks what replay and diff rely on (every field present, known codes,
     no fact listed twice); sorting and the digest are left to replay, which
@@ -168,7 +206,13 @@ def check_record(obj: Any, *, source: str | None = None) -> dict[str, Any]:
     def fail(cls: type[InputError], message: str, field: str | None) -> InputError:
         return cls(message, source=source, field=field)
 
+    if isinstance(obj, dict) and "format" not in obj:  # written before the field: format 1
+        obj = {**obj, "format": 1}
     _exact_keys(obj, frozenset(RECORD_FIELDS), "", fail)
+    if type(obj["format"]) is not int or obj["format"] != FORMAT:
+        message = (f"a record of format {obj['format']!r}: this gamma ({_engine()}) reads"
+                   f" format {FORMAT}")
+        raise fail(ValueTypeError, message, "format")
     engine, events = obj["engine"], obj["events"]
     if not isinstance(engine, str) or not engine:
         raise fail(ValueTypeError, "expected a non-empty string (the gamma version)", "engine")

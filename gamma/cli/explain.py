@@ -49,7 +49,7 @@ def explain_command(
         who = read_actor(actor, policy)
         if unknown_names(events, facts=[fact]):  # nothing to explain: not an empty timeline
             raise InputError(f"no fact {fact!r} in the log", source="FACT")
-        for problem in unknown_names(events, tenant=who.tenant):
+        for problem in unknown_names(events, tenant=who.tenant, actors=[who.id]):
             warn(problem)
         result = explain(events, fact, who, at_ts, policy=policy, auditor=auditor)
         click.echo(result.to_json() if fmt == "json" else result.render(), nl=fmt == "json")
@@ -74,7 +74,7 @@ def report_command(
         output_path(out, flag="--out")  # before the work: the page would have nowhere to go
         events, policy = events_and_policy(log, read_policy(policy_path) if policy_path else None)
         who = read_actor(actor, policy)
-        for problem in unknown_names(events, tenant=who.tenant):
+        for problem in unknown_names(events, tenant=who.tenant, actors=[who.id]):
             warn(problem)
         lines = report_pieces(events, who, at_ts, policy=policy, auditor=auditor,
                               compare=compare_ts)

@@ -9,7 +9,7 @@ commands print the time they used.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -245,15 +245,22 @@ def output_path(path: str, *, flag: str) -> None:
 
 
 def unknown_names(
-    events: Sequence[Event], *, tenant: str | None = None, keys: Sequence[str] = (),
-    facts: Sequence[str] = (),
+    events: Sequence[Event], *, tenant: str | None = None, actors: Sequence[str] = (),
+    keys: Sequence[str] = (), facts: Sequence[str] = (),
 ) -> list[str]:
     """What a command line named that occurs nowhere in the log, one sentence each (in the
     order named): an empty result for such a name is honest, but rarely what was meant. A
-    known tenant is found at its first event; keys and facts are read only when named."""
+    known tenant is found at its first event; actors, keys and facts are read only when named.
+    An actor occurs where it writes an event, or an event names it (``visibility.actors``,
+    a grant's or revoke's ``to_actor``)."""
     found = []
     if tenant is not None and not any(event.tenant == tenant for event in events):
         found.append(f"tenant {tenant!r} occurs nowhere in the log: nothing is admitted to its actors")
+    if actors:
+        named = set(actors)
+        known = {a for a in _actor_ids(events) if a in named}
+        found += [f"actor {a!r} occurs nowhere in the log: no event is written by it or names it"
+                  for a in dict.fromkeys(actors) if a not in known]  # fmt: skip
     if keys:
         known = {event.key for event in events if isinstance(event, Assert)}
         found += [f"key {k!r} occurs nowhere in the log" for k in dict.fromkeys(keys) if k not in known]
@@ -261,3 +268,15 @@ def unknown_names(
         known = {event.fact for event in events if isinstance(event, Assert)}
         found += [f"fact {f!r} occurs nowhere in the log" for f in dict.fromkeys(facts) if f not in known]
     return found
+
+
+def _actor_ids(events: Sequence[Event]) -> Iterator[str]:
+    """Every actor id the log holds: each event's writer, and the actors events name."""
+    for event in events:
+        yield event.actor
+        visibility = getattr(event, "visibility", None)
+        if visibility is not None and visibility.actors:
+            yield from visibility.actors
+        to_actor = getattr(event, "to_actor", None)
+        if to_actor is not None:
+            yield to_actor

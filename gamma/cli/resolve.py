@@ -79,7 +79,7 @@ def resolve_command(
             write_audit(audit_path, resolution, events)
         if keys and fmt != "context":
             raise click.UsageError("--key applies to --format context only")
-        for problem in unknown_names(events, tenant=who.tenant, keys=keys):
+        for problem in unknown_names(events, tenant=who.tenant, actors=[who.id], keys=keys):
             warn(problem)
         count = len(events)
         del events  # the resolution holds what its output needs: the log's memory is free for it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,11 @@ from gamma.cli.options import (
 )
 from gamma.core.canonical import compact_json, format_ts
 from gamma.core.errors import InputError
+from gamma.core.policy import Policy
 from gamma.core.resolver import resolve
 from gamma.core.strictjson import decode_json
 from gamma.scoring.findings import LogFacts, check_response, parse_stated
-from gamma.scoring.metrics import Rate, score
+from gamma.scoring.metrics import Rate, ResponseLine, parse_responses, score
 
 
 @click.command("validate")
@@ -74,14 +76,12 @@ def validate_command(
 
 
 def _text(value: str, option: str) -> str:
+    """The option's text: itself, ``-`` for stdin, or ``@FILE`` read with no line held past
+    the limit (``@/dev/zero`` is refused after it, naming the file)."""
     if value == "-":
         return read_text(value, option)[0]
     if value.startswith("@"):
-        try:
-            with open(value[1:], encoding="utf-8") as handle:
-                return handle.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read {value[1:]}: {exc}", source=option) from None
+        return read_text(value[1:], option)[0]
     return value
 
 
@@ -105,18 +105,21 @@ def score_command(responses: str, log: str, policy_path: str | None, as_json: bo
     with command("score", responses=responses, log=log) as record:
         one_stdin(("--log", log), ("RESPONSES", responses))
         events, policy = read_log(log, read_policy(policy_path) if policy_path else None)
-        result = score(_responses(responses), events, policy=policy)
+        result = score(_responses(responses, policy), events, policy=policy)
         data = result.to_dict()
         click.echo(compact_json(data) if as_json else render_score(data), nl=True)
         record.update(responses=data["responses"], findings=len(data["findings"]))
 
 
-def _responses(path: str) -> str | list[dict[str, Any]]:
-    """RESPONSES: a JSONL path for the scorer to read, or the objects read from stdin (-)."""
+def _responses(path: str, policy: Policy) -> Sequence[ResponseLine] | list[dict[str, Any]]:
+    """RESPONSES: a JSONL file's lines, read with no line held past the limit (``/dev/zero``
+    is refused after it) and checked as ``load_responses`` checks them, or the objects read
+    from stdin (-)."""
     if path != "-":
         if Path(path).is_file() and Path(path).stat().st_size == 0:  # a score of nothing: 0/0
             raise InputError("no responses: the file is empty", source=path)
-        return path
+        text, source = read_text(path, "RESPONSES")
+        return parse_responses(text.split("\n"), source=source, policy=policy)
     text, source = read_text(path, "RESPONSES")
     found = []
     for number, line in enumerate(text.split("\n"), start=1):

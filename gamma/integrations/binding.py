@@ -33,6 +33,7 @@ from gamma.core.model import Actor, Event
 from gamma.core.phases import scope_contains
 from gamma.core.render import EXPLANATIONS
 from gamma.core.resolution import Resolution
+from gamma.face import checked
 from gamma.scoring.findings import LogFacts, Validation, check_response, parse_stated
 from gamma.storage.engine import Engine
 from gamma.storage.store import AppendResult
@@ -91,6 +92,7 @@ class Binding:
     ``authority``). ``clock`` returns the time reads resolve at (aware).
     """
 
+    @checked  # a str engine or actor is a TypeError naming it, not an AttributeError
     def __init__(
         self,
         engine: Engine,

@@ -35,6 +35,7 @@ from gamma.core.errors import InputError, ValueTypeError
 from gamma.core.events import check_scope
 from gamma.core.model import Actor, Assert
 from gamma.core.resolution import Resolution
+from gamma.face import checked
 from gamma.integrations import MissingExtraError
 from gamma.integrations.binding import Binding
 from gamma.storage.engine import Engine
@@ -142,6 +143,7 @@ class GovernedStore(BaseStore):
     engine: ``abatch`` runs on the caller's event loop.
     """
 
+    @checked  # a str engine or actor is a TypeError naming it, not an AttributeError
     def __init__(
         self,
         engine: Engine,
@@ -299,11 +301,14 @@ class GovernedStore(BaseStore):
 
 
 def _named(op: Op) -> tuple[str, ...]:
-    """The namespace an op names: a search's prefix; a listing's conditions hold patterns."""
+    """The namespace an op names: a search's prefix; a listing's conditions hold patterns,
+    whose labels other than the wildcard ``*`` are checked as a namespace's are."""
     if isinstance(op, SearchOp):
         return tuple(op.namespace_prefix)
     if isinstance(op, (GetOp, PutOp)):
         return tuple(op.namespace)
+    if isinstance(op, ListNamespacesOp):
+        return tuple(p for c in op.match_conditions or () for p in c.path if p != "*")
     return ()
 
 

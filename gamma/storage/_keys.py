@@ -9,9 +9,12 @@ from pathlib import Path
 
 from gamma.core.errors import InputError, StoreError
 
-__all__ = ["MIN_KEY_BYTES", "check_key", "key_check", "writer_key"]
+__all__ = ["MAX_KEY_FILE_BYTES", "MIN_KEY_BYTES", "check_key", "key_check", "read_key_file", "writer_key"]
 
 MIN_KEY_BYTES = 16
+#: The most bytes of a key file: a key is a secret of some dozens of bytes, so a file past this
+#: is no key file (``/dev/zero`` is refused after reading this many plus one).
+MAX_KEY_FILE_BYTES = 4096
 _KEY_CHECK = b"gamma store key check"
 
 
@@ -23,6 +26,26 @@ def check_key(key: bytes) -> bytes:
             f"a chain key needs at least {MIN_KEY_BYTES} bytes, got {len(stripped)}", field="key"
         )
     return stripped
+
+
+def read_key_file(path: str | Path) -> bytes:
+    """A key file's chain key, read no further than MAX_KEY_FILE_BYTES + 1 bytes; an
+    InputError naming the file when it cannot be read, is too long or holds no key."""
+    source = str(path)
+    try:
+        with Path(path).open("rb") as stream:
+            raw = stream.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read key file: {exc.strerror or exc}", source=source) from None
+    if len(raw) > MAX_KEY_FILE_BYTES:
+        raise InputError(
+            f"a key file holds at most {MAX_KEY_FILE_BYTES} bytes: this is no key file",
+            source=source, field="key",
+        )
+    try:
+        return check_key(raw)
+    except InputError as exc:
+        raise InputError(exc.message, source=source, field="key") from None
 
 
 def key_check(key: bytes) -> str:

@@ -21,6 +21,7 @@ from gamma.core.events import check_names, load_events
 from gamma.core.model import Actor, Event
 from gamma.core.policy import Policy
 from gamma.core.resolution import Resolution
+from gamma.face import checked
 from gamma.storage.store import AppendResult, Store, is_store
 
 __all__ = ["Engine"]
@@ -36,12 +37,16 @@ class Engine:
     byte for byte. Not thread-safe: one engine per thread.
     """
 
+    # each public method checks its arguments' types at the door (gamma.face): a str actor or
+    # a dict batch is a TypeError naming the parameter, never an AttributeError from inside
+    @checked
     def __init__(self, policy: Policy | None = None) -> None:
         self._state = EngineState(policy)
         self._store: Store | None = None
         self._store_policy: Policy | None = None
 
     @classmethod
+    @checked
     def open(
         cls, source: str | Path, *, policy: Policy | None = None, key: bytes | None = None
     ) -> Engine:
@@ -80,6 +85,7 @@ class Engine:
     def __len__(self) -> int:
         return len(self._state)
 
+    @checked
     def append(self, events: Batch, *, source: str = "<append>") -> AppendResult:
         """Validate a batch against everything in the engine and take all of it or none of it.
 
@@ -115,6 +121,7 @@ class Engine:
         self._state.extend(events, heads=heads)
         return len(events)
 
+    @checked
     def resolve(
         self,
         actor: Actor | Mapping[str, object],
@@ -125,6 +132,7 @@ class Engine:
         """Γ(H, A, t) over every event in the engine; ``keys`` keeps only those keys' facts."""
         return self._state.resolve(actor, at, keys=keys)
 
+    @checked
     def check(
         self, actor: Actor | Mapping[str, object], at: datetime | str, facts: Iterable[str]
     ) -> dict[str, Decision]:
