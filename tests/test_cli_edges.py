@@ -240,6 +240,17 @@ class TestHonest:
         ]
         assert gamma("resolve", LOG, "--actor", ALICE, "--at", AT)[2] == ""  # known: silent
 
+    def test_log_of_an_unknown_tenant_is_warned(self, tmp_path: Path) -> None:
+        """`gamma log --tenant T` of a file or a store with no event of T says so; a known
+        tenant's empty time range is an honest empty answer, said nothing of."""
+        store = tmp_path / "s.db"
+        assert gamma("init", store)[0] == 0 and gamma("append", store, LOG)[0] == 0
+        warning = "Warning: tenant 'nope' occurs nowhere in the log: nothing is admitted to its actors\n"
+        for source in (LOG, store):
+            assert gamma("log", source, "--tenant", "nope") == (0, "", warning)
+            late = gamma("log", source, "--tenant", "acme", "--since", "2030-01-01T00:00:00Z")
+            assert late == (0, "", "")
+
     def test_explain_of_an_unknown_fact_exits_2(self) -> None:
         code, out, err = gamma("explain", LOG, "F99", "--actor", ALICE, "--at", AT)
         assert (code, out, err) == (2, "", "Error: FACT: no fact 'F99' in the log\n")

@@ -395,3 +395,13 @@ def test_cli_review_bad_line_exits_2_and_replays_mixed_policies(tmp_path: Path, 
         write_audit(where / f"{actor.id}.json", gamma.resolve(prefix, actor, at, policy), prefix)
     code, out = _gamma(capsys, "replay", log, "--records", where, "--workers", "2")
     assert code == 0 and "4 of 4 records identical" in out, out
+
+
+def test_a_line_past_the_limit_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    """The spool reads a file a line at a time, none past SPEC §18's line limit: an endless
+    line is a LimitError naming the line, read no further than the limit."""
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b"\n".join(line.encode() for line in LINES) + b"\n" + b"x" * (1 << 21))
+    with pytest.raises(gamma.LimitError) as caught:
+        run_review(str(log), ACTORS, AT, DEFAULT_POLICY, tmp_path / "out")
+    assert caught.value.line == len(LINES) + 1

@@ -52,6 +52,7 @@ __all__ = [
     "read_text",
     "output_path",
     "unknown_names",
+    "NO_TENANT",
     "write_lines",
 ]
 
@@ -244,6 +245,10 @@ def output_path(path: str, *, flag: str) -> None:
         raise InputError(f"{path} is a folder: name a file", source=flag)
 
 
+#: The warning for a tenant named on the command line that no event of the log has.
+NO_TENANT = "tenant {tenant!r} occurs nowhere in the log: nothing is admitted to its actors"
+
+
 def unknown_names(
     events: Sequence[Event], *, tenant: str | None = None, actors: Sequence[str] = (),
     keys: Sequence[str] = (), facts: Sequence[str] = (),
@@ -255,7 +260,7 @@ def unknown_names(
     a grant's or revoke's ``to_actor``)."""
     found = []
     if tenant is not None and not any(event.tenant == tenant for event in events):
-        found.append(f"tenant {tenant!r} occurs nowhere in the log: nothing is admitted to its actors")
+        found.append(NO_TENANT.format(tenant=tenant))
     if actors:
         named = set(actors)
         known = {a for a in _actor_ids(events) if a in named}

@@ -13,10 +13,18 @@ from typing import Any, TypeVar
 
 import click
 
-from gamma.cli import exit_with
+from gamma.cli import exit_with, warn
 from gamma.cli.chainkey import key_option, read_key
 from gamma.cli.logs import command
-from gamma.cli.options import STDIN, STDIN_SOURCE, read_log, read_policy, read_stdin
+from gamma.cli.options import (
+    NO_TENANT,
+    STDIN,
+    STDIN_SOURCE,
+    read_log,
+    read_policy,
+    read_stdin,
+    unknown_names,
+)
 from gamma.core.canonical import canonical_json, parse_ts
 from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, decode_lines, read_bounded
@@ -171,9 +179,16 @@ def log_command(log: str, tenant: str | None, since: str | None, until: str | No
         if log != STDIN and is_store(log):
             with Store.open(log, read_only=True) as opened:
                 lines = opened.slice(tenant=tenant, since=since_ts, until=until_ts)
-                record.update(events=_write_lines(lines))
+                written = _write_lines(lines)
+                record.update(events=written)
+                if tenant is not None and not written and next(
+                    iter(opened.slice(tenant=tenant)), None
+                ) is None:
+                    warn(NO_TENANT.format(tenant=tenant))
             return
         events, _ = read_log(log, None)
+        for problem in unknown_names(events, tenant=tenant):
+            warn(problem)
         chosen = (
             canonical_event(e)
             for e in events

@@ -28,10 +28,12 @@ from gamma.core.errors import (
     InputError,
     IntegrityError,
     JSONSyntaxError,
+    LimitError,
     TimestampOrderError,
 )
 from gamma.core.events import EMPTY_FILE, canonical_event, event_from_json
 from gamma.core.heads import Heads
+from gamma.core.limits import MAX_LINE_BYTES
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
@@ -123,7 +125,11 @@ def _from_event(event: Event, line: int) -> _Line:
 
 def _file_lines(path: Path, policy: Policy, source: str) -> Iterator[_Line]:
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        # one line at a time, none read past the limit (an endless line fails, SPEC §18)
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise LimitError(f"a line of more than {MAX_LINE_BYTES} bytes", source=source,
+                                 line=number)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:

@@ -78,6 +78,8 @@ from gamma.conformance.statebench.read import (
     _emit_initial_state,
 )
 from gamma.core.canonical import compact_json
+from gamma.core.errors import InputError
+from gamma.core.events import read_bounded
 
 __all__ = [
     "StatebenchError",
@@ -338,9 +340,12 @@ def import_file(path: str | Path, out_dir: str | Path) -> ImportReport:
 
 def _import_file(path: str | Path, out_dir: str | Path) -> ImportReport:
     try:
-        raw = Path(path).read_bytes()
+        with Path(path).open("rb") as stream:  # no line held past the limit (SPEC §18)
+            raw = read_bounded(stream, source=str(path))
     except OSError as exc:
         raise StatebenchError(f"cannot read timelines: {exc.strerror}") from None
+    except InputError as exc:  # a line past the limit, or bytes that are not UTF-8
+        raise StatebenchError(exc.message, line=exc.line) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
