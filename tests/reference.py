@@ -25,6 +25,7 @@ from typing import Any
 from gamma.core.canonical import parse_ts
 from gamma.core.derivation import Failure, evaluate, parse_derivation
 from gamma.core.policy import Policy
+from gamma.core.version import __version__ as GAMMA_VERSION
 
 __all__ = ["REASON_CODES", "resolve"]
 
@@ -481,6 +482,7 @@ class _Resolver:
             "tree": {"root": self.tree_root(), "size": len(self.cut)},
         }
         body["digest"] = hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
+        body["engine"], body["format"] = GAMMA_VERSION, 1  # §5: who wrote it; not digested
         return body, self.known_unknowns(ids, codes, admitted_ids)
 
     # -- §7 experiences ----------------------------------------------------------------

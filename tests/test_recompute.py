@@ -33,6 +33,7 @@ from gamma.core.fastpath import fast_line
 from gamma.core.model import Assert, heard_by
 from gamma.core.plain import plain_line
 from gamma.data import policy_by_name
+from gamma.storage.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 RECOMPUTE = policy_by_name("recompute")
@@ -439,3 +440,24 @@ def test_a_resolution_with_derivations_is_the_same_bytes_in_another_process() ->
 
 def test_jsonl_helper_keeps_the_derivation_field() -> None:
     assert '"derivation": "{snacks.weekly} * 2"' in jsonl(*PAPER)
+
+
+def test_a_store_append_checks_inputs_against_the_keys_it_holds(tmp_path: Path) -> None:
+    """A derivation whose input names no dependency, where the dependencies are only in the
+    store, is refused at append (field derivation), never stored to break the store's reader;
+    one naming a stored dependency's key is accepted and recomputed."""
+    store = tmp_path / "s.db"
+    with Store.init(store, policy=RECOMPUTE) as opened:
+        opened.append((ROOT / "examples/derived.jsonl").read_text(encoding="utf-8").splitlines())
+    bad = {"id": "x9", "type": "assert", "ts": "2026-03-07T00:00:00Z", "actor": "sam",
+           "tenant": "home", "fact": "B1", "key": "bad", "value": 1, "kind": "derived",
+           "depends_on": ["T1"], "derivation": "{nope} * 2"}
+    with Store.open(store) as opened:
+        with pytest.raises(gamma.InputError) as caught:
+            opened.append([json.dumps(bad)])
+        assert caught.value.field == "derivation"
+        opened.append([json.dumps({**bad, "derivation": "{snacks.two_weeks} * 2"})])
+    with Store.open(store, read_only=True) as opened:
+        res = gamma.resolve(opened.events(), {"id": "sam", "tenant": "home"},
+                            "2026-03-08T00:00:00Z", RECOMPUTE)
+    assert {a.fact: a.value for a in res.admitted}["B1"] == 28

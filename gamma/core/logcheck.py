@@ -28,6 +28,7 @@ class LogIndex(Protocol):
 
     def has_event(self, event_id: str) -> bool: ...
     def fact_tenant(self, fact_id: str) -> str | None: ...
+    def fact_key(self, fact_id: str) -> str | None: ...
     def has_experience(self, experience_id: str) -> bool: ...
     def last_ts(self) -> datetime | None: ...
 
@@ -38,6 +39,7 @@ class MemoryIndex:
     def __init__(self) -> None:
         self._events: set[str] = set()
         self._facts: dict[str, str] = {}
+        self._keys: dict[str, str] = {}
         self._experiences: set[str] = set()
         self._last_ts: datetime | None = None
 
@@ -46,6 +48,9 @@ class MemoryIndex:
 
     def fact_tenant(self, fact_id: str) -> str | None:
         return self._facts.get(fact_id)
+
+    def fact_key(self, fact_id: str) -> str | None:
+        return self._keys.get(fact_id)
 
     def has_experience(self, experience_id: str) -> bool:
         return experience_id in self._experiences
@@ -57,6 +62,7 @@ class MemoryIndex:
         self._events.add(event.id)
         if isinstance(event, Assert):
             self._facts[event.fact] = event.tenant
+            self._keys[event.fact] = event.key
         elif isinstance(event, Experience):
             self._experiences.add(event.experience)
         self._last_ts = event.ts
@@ -102,6 +108,12 @@ def check_events(
             found = index.fact_tenant(fact_id)
         return found
 
+    def key_of(fact_id: str) -> str | None:
+        found = keys.get(fact_id)
+        if found is None and index is not None:
+            found = index.fact_key(fact_id)
+        return found
+
     def check_references(position: int, event: Event, name: str, listed: Any) -> None:
         """Each of ``listed`` is an earlier fact of the event's tenant (not its own fact)."""
         own = event.fact if isinstance(event, Assert) else None
@@ -139,7 +151,7 @@ def check_events(
             if event.depends_on:
                 check_references(position, event, "depends_on", event.depends_on)
             if event.derivation is not None:
-                _check_inputs(event, keys, line_of(position), source)
+                _check_inputs(event, key_of, line_of(position), source)
             facts[own] = event.tenant
             keys[own] = event.key
         elif isinstance(event, Experience):
@@ -158,17 +170,18 @@ def check_events(
             check_references(position, event, "", (event.fact,))
 
 
-def _check_inputs(event: Assert, keys: dict[str, str], line: int | None, source: str | None) -> None:
+def _check_inputs(
+    event: Assert, key_of: Callable[[str], str | None], line: int | None, source: str | None
+) -> None:
     """Each input of a derivation names a fact of ``depends_on`` or the key of exactly one of
-    them (a dependency only a store's index knows is not looked into: Γ fails closed on it)."""
+    them, the dependencies' keys read from the batch or, for earlier ones, the index (a store
+    answers from its key column: an append never accepts what its reader would refuse)."""
     assert event.derivation is not None
     depends_on = event.depends_on or ()
     for name in parse_derivation(event.derivation).inputs:
         if name in depends_on:
             continue
-        if any(dep not in keys for dep in depends_on):
-            continue
-        holders = [dep for dep in dict.fromkeys(depends_on) if keys[dep] == name]
+        holders = [dep for dep in dict.fromkeys(depends_on) if key_of(dep) == name]
         if len(holders) != 1:
             detail = "no fact" if not holders else f"{len(holders)} facts"
             raise UnknownReferenceError(

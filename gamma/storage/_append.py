@@ -90,6 +90,12 @@ class SqlIndex:
         ).fetchone()
         return None if row is None else str(row[0])
 
+    def fact_key(self, fact_id: str) -> str | None:
+        row = self._db.execute(
+            "SELECT key FROM events WHERE type = 'assert' AND fact = ?", [fact_id]
+        ).fetchone()
+        return None if row is None else str(row[0])
+
     def has_experience(self, experience_id: str) -> bool:
         query = "SELECT 1 FROM events WHERE type = 'experience' AND experience = ?"
         return self._db.execute(query, [experience_id]).fetchone() is not None
