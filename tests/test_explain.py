@@ -201,14 +201,21 @@ class TestDerivation:
     POLICY = gamma.load_policy(Path(__file__).resolve().parent.parent / "policies/recompute.toml")
 
     def test_a_recomputed_fact_shows_its_derivation_inputs_and_stale_value(self) -> None:
+        """The actor sees the derivation, the inputs and the computed value, never the stale
+        stated one (withheld, like any value it may not rely on); the auditor sees that too."""
         found = explain(self.EVENTS, "T1", actor(), "2026-03-02T00:00:00Z", policy=self.POLICY)
         body = found.to_dict()
         assert body["value"] == 14 and body["derivation"] == "{snacks.weekly} * 2"
         assert body["inputs"] == {"events": ["e3"], "facts": ["W2"]}
-        assert body["stale"] == {"code": "recomputed", "value": 20}
+        assert "stale" not in body and "20" not in found.to_json().replace('"2026', "")
         text = found.render()
         assert '  derivation "{snacks.weekly} * 2"' in text and "  recomputed from W2 [e3]" in text
-        assert "the stated value 20 is withheld" in text
+        assert "(value not shown: stale, recomputed)" in text
+        assert not [shown for shown in ("= 20", "value 20", "20;") if shown in text]
+        audit = explain(self.EVENTS, "T1", actor(), "2026-03-02T00:00:00Z", policy=self.POLICY,
+                        auditor=True)
+        assert audit.to_dict()["stale"] == {"code": "recomputed", "value": 20}
+        assert audit.to_dict()["value"] == 14 and "the stated value 20 is withheld" in audit.render()
 
     def test_a_hidden_derived_fact_shows_no_derivation_but_the_auditor_sees_it(self) -> None:
         hidden = explain(self.EVENTS, "H2", actor(), "2026-03-02T00:00:00Z", policy=self.POLICY)

@@ -346,8 +346,9 @@ def explain_in(index: Index, fact: str, *, auditor: bool, checker: Checker,
     hidden = bool(codes & _HIDDEN)
     fact_event = index.asserts.get(fact)
     admitted = res.admitted_fact(fact)
-    if auditor:
-        value = fact_event.value if fact_event is not None else None
+    if auditor:  # the value relied on, else the one the log states (withheld: shown here)
+        value = admitted.value if admitted is not None else (
+            fact_event.value if fact_event is not None else None)
     else:
         value = admitted.value if admitted is not None else None
     named = {e for r in reasons for e in r.events} | set(index.ignored_events.get(fact, ()))
@@ -361,8 +362,10 @@ def explain_in(index: Index, fact: str, *, auditor: bool, checker: Checker,
             ]
         else:
             timeline = [_mask(s, index.hidden) for s in timeline]
-            if admitted is None and fact_event is not None:  # the resolution shows no value
-                own = _describe_assert(fact_event, with_value=False)
+            stale = isinstance(admitted, Recomputed) and admitted.stale is not None
+            if (admitted is None or stale) and fact_event is not None:  # its value is withheld
+                why = "stale, recomputed" if stale else "not admitted"
+                own = _describe_assert(fact_event, with_value=False, why=why)
                 timeline = [attrs.evolve(s, did=own) if s.event == fact_event.id else s
                             for s in timeline]
     tree: Node | None = None
@@ -386,7 +389,8 @@ def explain_in(index: Index, fact: str, *, auditor: bool, checker: Checker,
         complete=complete,
         derivation=fact_event.derivation if shown and fact_event is not None else None,
         inputs=recomputed.inputs if recomputed is not None else None,
-        stale=recomputed.stale if recomputed is not None else None,
+        # the stale stated value is withheld like any other: shown to the auditor only
+        stale=recomputed.stale if recomputed is not None and auditor else None,
     )
 
 
@@ -409,8 +413,8 @@ def _mask(step: Step, hidden_facts: frozenset[str]) -> Step:
     return step
 
 
-def _describe_assert(e: Assert, *, with_value: bool = True) -> str:
-    shown = compact_json(e.value) if with_value else "(value not shown: not admitted)"
+def _describe_assert(e: Assert, *, with_value: bool = True, why: str = "not admitted") -> str:
+    shown = compact_json(e.value) if with_value else f"(value not shown: {why})"
     parts = [f"asserted {inert(e.key)} = {shown}"]
     status = e.status or "committed"
     parts.append(status if status != "committed" else "committed")
