@@ -461,3 +461,11 @@ def test_a_store_append_checks_inputs_against_the_keys_it_holds(tmp_path: Path) 
         res = gamma.resolve(opened.events(), {"id": "sam", "tenant": "home"},
                             "2026-03-08T00:00:00Z", RECOMPUTE)
     assert {a.fact: a.value for a in res.admitted}["B1"] == 28
+
+
+def test_a_derivation_of_constants_says_recomputed_without_an_empty_list() -> None:
+    """No input: the context says "(recomputed)", never "(recomputed from )"."""
+    events = log(derived("T1", "t", 20, "10 * 3"))
+    res = gamma.resolve(events, WHO, AT, RECOMPUTE)
+    assert "- [T1] t = 30 (recomputed)" in res.render("context").splitlines()
+    assert "recomputed from ," not in res.render("text") and "from )" not in res.render("text")

@@ -131,8 +131,9 @@ class Explanation:
         if self.derivation is not None:
             out.append(f"  derivation {compact_json(self.derivation)}")
         if self.inputs is not None:
-            used = ", ".join(inert(f) for f in self.inputs.facts) or "no input"
-            out.append(f"  recomputed from {used} [{' '.join(self.inputs.events)}]")
+            used = ", ".join(inert(f) for f in self.inputs.facts)
+            out.append(f"  recomputed from {used} [{' '.join(self.inputs.events)}]" if used
+                       else "  recomputed (from constants only)")
         if self.stale is not None:
             out.append(f"  {self.stale.code}: the stated value {compact_json(self.stale.value)}"
                        f" is withheld ({EXPLANATIONS[self.stale.code]})")

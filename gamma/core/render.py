@@ -125,7 +125,7 @@ def render_context(resolution: Resolution, *, keys: Iterable[str] | None = None)
     def line(a: object) -> str:
         text = f"- [{inert(a.fact)}] {inert(a.key)} = {_value(a.value)}"  # type: ignore[attr-defined]
         if isinstance(a, Recomputed):  # the computed value only: the stale one never shows
-            text += f" (recomputed from {', '.join(inert(f) for f in a.inputs.facts)})"
+            text += f" ({_computed_from(a)})"
         return text
 
     if binding:
@@ -156,8 +156,14 @@ def _recomputed(a: object) -> str:
     """The text report's note on a recomputed value: its inputs and the stated value it replaced."""
     if not isinstance(a, Recomputed):
         return ""
-    note = f"recomputed from {', '.join(inert(f) for f in a.inputs.facts)}"
+    note = _computed_from(a)
     return note if a.stale is None else f"{note}, stated {_value(a.stale.value)}"
+
+
+def _computed_from(a: Recomputed) -> str:
+    """``recomputed from F1, F2``, or ``recomputed`` for a derivation of constants only."""
+    used = ", ".join(inert(f) for f in a.inputs.facts)
+    return f"recomputed from {used}" if used else "recomputed"
 
 
 def render_text(resolution: Resolution) -> str:
