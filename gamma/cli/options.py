@@ -49,6 +49,7 @@ __all__ = [
     "read_log",
     "read_policy",
     "read_stdin",
+    "read_bytes",
     "read_text",
     "output_path",
     "unknown_names",
@@ -133,18 +134,24 @@ def read_stdin(what: str) -> bytes:
         return read_bounded(stream, source=STDIN_SOURCE)  # no line held past the limit
 
 
+def read_bytes(value: str, what: str) -> bytes:
+    """The bytes of a file or, for ``-``, of standard input, unchanged (no newline translation:
+    a signed note's CR reaches its rules), no line read past the limit (``/dev/zero``)."""
+    if value == STDIN:
+        return read_stdin(what)
+    try:
+        with Path(value).open("rb") as stream:
+            return read_bounded(stream, source=value)
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=value) from None
+
+
 def read_text(value: str, what: str) -> tuple[str, str]:
     """(text, source) of a file or, for ``-``, of standard input, decoded as UTF-8."""
     source = STDIN_SOURCE if value == STDIN else value
+    raw = read_bytes(value, what)
     try:
-        if value == STDIN:
-            raw = read_stdin(what)
-        else:
-            with Path(value).open("rb") as stream:  # /dev/zero: refused one line past the limit
-                raw = read_bounded(stream, source=source)
         return raw.decode("utf-8"), source
-    except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=source) from None
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8: {exc.reason} at byte {exc.start}", source=source) from None
 

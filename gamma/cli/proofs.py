@@ -7,7 +7,6 @@ exit 0 when valid, 1 when not, 2 on bad input.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -23,9 +22,9 @@ from gamma.audit.checkpoint import (
 from gamma.cli import exit_with
 from gamma.cli.chainkey import chain_key_option, read_key
 from gamma.cli.logs import command
+from gamma.cli.options import read_bytes, read_text
 from gamma.core.canonical import canonical_json
 from gamma.core.errors import InputError
-from gamma.core.events import read_bounded
 from gamma.core.strictjson import decode_json
 from gamma.storage.proofs import (
     parse_consistency,
@@ -40,33 +39,11 @@ __all__ = [
     "checkpoint_command",
     "keygen_command",
     "prove_group",
-    "read_text",
     "verify_checkpoint_command",
     "verify_proof_command",
 ]
 
 _LOG = click.Path(dir_okay=False)
-
-
-def read_text(path: str, what: str) -> str:
-    """A file's text (``-``: stdin), as an InputError naming the file when unreadable."""
-    try:
-        return read_bytes(path, what).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise InputError(f"cannot read {what}: {reason}", source=path) from None
-
-
-def read_bytes(path: str, what: str) -> bytes:
-    """A file's bytes (``-``: stdin), unchanged: a signed note is read without newline
-    translation, so a CR or CRLF note reaches the note's rules and is refused there."""
-    try:
-        if path == "-":
-            return read_bounded(sys.stdin.buffer, source="<stdin>")
-        with Path(path).open("rb") as stream:  # no line held past the limit (/dev/zero)
-            return read_bounded(stream, source=path)
-    except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", source=path) from None
 
 
 @click.group("prove")
@@ -120,13 +97,13 @@ def verify_proof_command(proof_file: str, event_line: str | None) -> None:
     proof needs nothing more.
     """
     with command("verify-proof", proof=proof_file) as record:
-        obj = decode_json(read_text(proof_file, "proof"), source=proof_file)
+        obj = decode_json(read_text(proof_file, "proof")[0], source=proof_file)
         if isinstance(obj, dict) and "leaf_index" in obj:
             if event_line is None:
                 raise InputError("an inclusion proof is checked against the event's line:"
                                  " give --event-line", source=proof_file)
             proof = parse_inclusion(obj, source=proof_file)
-            line = read_text(event_line, "event line").removesuffix("\n").removesuffix("\r")
+            line = read_text(event_line, "event line")[0].removesuffix("\n").removesuffix("\r")
             ok, kind = proof.verify(line.encode("utf-8")), "inclusion"
         else:
             ok, kind = parse_consistency(obj, source=proof_file).verify(), "consistency"
@@ -153,7 +130,7 @@ def checkpoint_command(
     (--chain-key-file, else $GAMMA_CHAIN_KEY), and only if it verifies with it.
     """
     with command("checkpoint", log=log) as record:
-        key = parse_signer(read_text(key_file, "signer key"), source=key_file)
+        key = parse_signer(read_text(key_file, "signer key")[0], source=key_file)
         head = tree_head(log, size=size, key=read_key(chain_key_file))
         record.update(size=head.size, root=head.root)
         click.echo(sign_checkpoint(head, key, origin=origin).encode("utf-8"), nl=False)
@@ -166,7 +143,7 @@ def checkpoint_command(
 def verify_checkpoint_command(checkpoint: str, pub_key: str) -> None:
     """Verify a checkpoint's signature with the public key alone; print its tree head as JSON."""
     with command("verify-checkpoint", checkpoint=checkpoint) as record:
-        key = parse_verifier(read_text(pub_key, "verifier key"), source=pub_key)
+        key = parse_verifier(read_text(pub_key, "verifier key")[0], source=pub_key)
         verified = verify_checkpoint(read_bytes(checkpoint, "checkpoint"), key, source=checkpoint)
         record.update(ok=verified is not None)
         if verified is not None:
@@ -204,7 +181,7 @@ def check_checkpoint(log: str, checkpoint_file: str, pub_key: str | None, *, as_
     if pub_key is None:
         raise InputError("a checkpoint is trusted only with its signer's key: give --pub-key",
                          source="--expect-checkpoint")
-    key = parse_verifier(read_text(pub_key, "verifier key"), source=pub_key)
+    key = parse_verifier(read_text(pub_key, "verifier key")[0], source=pub_key)
     verified = verify_checkpoint(read_bytes(checkpoint_file, "checkpoint"), key,
                                  source=checkpoint_file)
     if verified is None:

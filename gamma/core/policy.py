@@ -54,6 +54,14 @@ MAX_WRITERS = 10_000
 """Entries of ``[writers]`` (each writer's rank is a scan of them, once per writer)."""
 
 
+def _skew_problem(value: object) -> str | None:
+    """What is wrong with a clock skew, or None: past the range an append's clock arithmetic
+    would overflow."""
+    if type(value) is not int or not 0 <= value <= MAX_CLOCK_SKEW:
+        return f"expected a number of seconds from 0 to {MAX_CLOCK_SKEW}, got {_shown(value)}"
+    return None
+
+
 @attrs.frozen(kw_only=True)
 class Policy:
     """A normalised, validated policy. Ranks are list positions, low to high."""
@@ -90,11 +98,9 @@ class Policy:
     def _skew_in_range(self, _: object, value: int) -> None:
         """Also for a Policy built in Python: past the range, an append's clock arithmetic
         would overflow."""
-        if type(value) is not int or not 0 <= value <= MAX_CLOCK_SKEW:
-            raise PolicyError(
-                f"expected a number of seconds from 0 to {MAX_CLOCK_SKEW}, got {_shown(value)}",
-                field="store.clock_skew_seconds",
-            )
+        problem = _skew_problem(value)
+        if problem is not None:
+            raise PolicyError(problem, field="store.clock_skew_seconds")
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(
@@ -286,11 +292,9 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
     if over_claim not in ("cap", "refuse"):
         raise fail(f"expected 'cap' or 'refuse', got {_shown(over_claim)}", "authority", "over_claim")
     skew = values.get("store.clock_skew_seconds", DEFAULT_CLOCK_SKEW)
-    if not 0 <= skew <= MAX_CLOCK_SKEW:
-        raise fail(
-            f"expected a number of seconds from 0 to {MAX_CLOCK_SKEW}, got {_shown(skew)}",
-            "store", "clock_skew_seconds",
-        )
+    problem = _skew_problem(skew)
+    if problem is not None:  # said here too, so that the error names the policy's file
+        raise fail(problem, "store", "clock_skew_seconds")
     mode = values.get("dependencies.mode", base.dependency_mode)
     if mode not in ("exclude", "flag", "recompute"):
         raise fail(
