@@ -91,8 +91,11 @@ def event_from_json(
     policy: Policy = DEFAULT_POLICY,
     source: str | None = None,
     line: int | None = None,
+    strings_checked: bool = False,
 ) -> Event:
-    """Structure one decoded event, checking fields, types, names and scope grammar."""
+    """Structure one decoded event, checking fields, types, names and scope grammar, and its
+    strings against the limit unless the caller does (``strings_checked``: it knows the size
+    of the line the object came from)."""
 
     def fail(cls: type[InputError], message: str, field: str | None) -> InputError:
         return cls(message, source=source, line=line, field=field)
@@ -112,7 +115,7 @@ def event_from_json(
         _check_semantics(event, policy, fail)
         if isinstance(event, Assert) and event.derivation is not None:
             check_derivation(event, source=source, line=line)
-    if _may_be_long(obj):
+    if not strings_checked and _may_be_long(obj):
         check_strings(event, source=source, line=line)
     return event
 
@@ -429,7 +432,7 @@ def _parse_lines(
                     continue
                 obj = decode_json(text, source=source, line=number)
                 event = _with_canonical(event_from_json(obj, policy=policy, source=source,
-                                                        line=number), obj)
+                                                        line=number, strings_checked=True), obj)
                 data = canonical_event(event).encode("utf-8")
                 if not keep_text:
                     object.__setattr__(event, "_canonical", None)

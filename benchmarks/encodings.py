@@ -1,0 +1,122 @@
+"""Whole ``gamma resolve`` processes on one log written by four encoders, against a process
+that only ``json.loads`` each line, and (with ``--baseline``) against another gamma checkout.
+
+The log is ``synth.py``'s, re-encoded here line by line with Python's ``json`` module, not
+gamma's writer: ``dumps`` defaults (``", "`` and ``": "``), compact ASCII, compact UTF-8, and
+compact ``ensure_ascii`` escapes. Runs are alternated (baseline, current, floor, encoding by
+encoding), each a fresh process whose CPU and wall time are read with ``os.wait4``. Every
+encoding must give the same resolution bytes, and the baseline the same as the current tree
+(the digest is printed). A script, not a test: pytest does not collect it.
+
+Usage::
+
+    git worktree add /tmp/before 8159b48
+    python benchmarks/encodings.py --events 100000 --baseline /tmp/before --out enc.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ENCODERS = {
+    "dumps_defaults": {},
+    "compact_ascii": {"separators": (",", ":")},
+    "compact_utf8": {"separators": (",", ":"), "ensure_ascii": False},
+    "compact_escapes": {"separators": (",", ":"), "ensure_ascii": True},
+}
+#: The encodings whose string values carry non-ASCII characters (written raw, or escaped).
+ACCENTED = ("compact_utf8", "compact_escapes")
+FLOOR = "import json,sys\nwith open(sys.argv[1],'rb') as f:\n    kept=[json.loads(x) for x in f]\n"
+
+
+def encode(source: Path, target: Path, options: dict[str, Any], *, accents: bool) -> None:
+    """``source``'s events re-encoded by ``json.dumps(**options)``; with ``accents`` every
+    string value gains non-ASCII characters (a BMP letter and the euro sign)."""
+    with source.open(encoding="utf-8") as lines, target.open("w", encoding="utf-8") as out:
+        for line in lines:
+            event = json.loads(line)
+            if accents and isinstance(event.get("value"), str):
+                event["value"] += " é€"
+            out.write(json.dumps(event, **options) + "\n")
+
+
+def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
+    """(wall s, CPU s, stdout) of one child process."""
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    out = child.stdout.read() if child.stdout is not None else b""
+    _, status, usage = os.wait4(child.pid, 0)
+    if status != 0:
+        raise SystemExit(f"{argv[:4]} exited with status {status}")
+    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline", default=None, help="another gamma checkout to compare with")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gamma-enc-"))
+    synth = work / "synth.jsonl"
+    subprocess.run([sys.executable, str(HERE / "synth.py"), "--events", str(args.events),
+                    "--out", str(synth)], check=True)
+    sys.path.insert(0, str(HERE))
+    from synth import PROBE_ACTOR, probe_time  # the generator's own actor and time
+
+    actor = json.dumps(PROBE_ACTOR)
+    at = probe_time(args.events).strftime("%Y-%m-%dT%H:%M:%SZ")
+    env = {**os.environ, "GAMMA_LOG_LEVEL": "off"}
+    trees = {"current": str(HERE.parent)}
+    if args.baseline:
+        trees["baseline"] = str(Path(args.baseline).resolve())
+    result: dict[str, Any] = {"events": args.events, "repeat": args.repeat, "encodings": {}}
+    for name, options in ENCODERS.items():
+        log = work / f"{name}.jsonl"
+        encode(synth, log, options, accents=name in ACCENTED)
+        times: dict[str, list[tuple[float, float]]] = {k: [] for k in [*trees, "json_loads"]}
+        outputs: dict[str, bytes] = {}
+        for _ in range(args.repeat):
+            for label, tree in trees.items():
+                wall, cpu, out = run([sys.executable, "-m", "gamma", "-q", "resolve", str(log),
+                                      "--actor", actor, "--at", at, "--format", "json"],
+                                     {**env, "PYTHONPATH": tree})
+                times[label].append((wall, cpu))
+                outputs[label] = out
+            wall, cpu, _ = run([sys.executable, "-c", FLOOR, str(log)], env)
+            times["json_loads"].append((wall, cpu))
+        digest = json.loads(outputs["current"])["digest"]
+        same = {label: json.loads(out)["digest"] == digest for label, out in outputs.items()}
+        row: dict[str, Any] = {"bytes": log.stat().st_size, "digest": digest, "same_digest": same}
+        for label, pairs in times.items():
+            row[label] = {"wall_s": statistics.median(w for w, _ in pairs),
+                          "cpu_s": statistics.median(c for _, c in pairs)}
+        floor = row["json_loads"]["cpu_s"]
+        row["ratio_cpu_to_json_loads"] = {k: row[k]["cpu_s"] / floor for k in trees}
+        if "baseline" in trees:
+            row["current_over_baseline_cpu"] = row["current"]["cpu_s"] / row["baseline"]["cpu_s"]
+        result["encodings"][name] = row
+    rows = result["encodings"]
+    result["same_resolution_per_content"] = {  # the same events, however they were written
+        "ascii_values": rows["dumps_defaults"]["digest"] == rows["compact_ascii"]["digest"],
+        "accented_values": rows["compact_utf8"]["digest"] == rows["compact_escapes"]["digest"],
+    }
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
