@@ -9,7 +9,7 @@ commands print the time they used.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,7 +26,7 @@ from gamma.core.events import (
     parse_events,
     read_bounded,
 )
-from gamma.core.model import Actor, Assert, Event
+from gamma.core.model import Actor, Assert, Event, Grant, Revoke
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
 from gamma.core.strictjson import decode_json
 from gamma.data import POLICY_NAMES, policy_by_name
@@ -269,12 +269,7 @@ def unknown_names(
     if tenant is not None and not any(event.tenant == tenant for event in events):
         found.append(NO_TENANT.format(tenant=tenant))
     if actors:
-        named, known = set(actors), set()
-        for actor in _actor_ids(events):  # stops once every named actor is found (usually at once)
-            if actor in named:
-                known.add(actor)
-                if len(known) == len(named):
-                    break
+        known = _known_actors(events, set(actors))
         found += [f"actor {a!r} occurs nowhere in the log: no event is written by it or names it"
                   for a in dict.fromkeys(actors) if a not in known]  # fmt: skip
     if keys:
@@ -286,13 +281,14 @@ def unknown_names(
     return found
 
 
-def _actor_ids(events: Sequence[Event]) -> Iterator[str]:
-    """Every actor id the log holds: each event's writer, and the actors events name."""
-    for event in events:
-        yield event.actor
-        visibility = getattr(event, "visibility", None)
-        if visibility is not None and visibility.actors:
-            yield from visibility.actors
-        to_actor = getattr(event, "to_actor", None)
-        if to_actor is not None:
-            yield to_actor
+def _known_actors(events: Sequence[Event], named: set[str]) -> set[str]:
+    """Those of ``named`` the log holds: as a writer, else named by an event (an assert's
+    ``visibility.actors``, a grant's or revoke's ``to_actor``). Set comprehensions, the second
+    pair only when a name is still missing (a few ms at 100k events)."""
+    known = named & {event.actor for event in events}
+    if known == named:
+        return known
+    listed = {a for e in events if type(e) is Assert and e.visibility is not None
+              for a in e.visibility.actors or ()}  # fmt: skip
+    given = {e.to_actor for e in events if type(e) is Grant or type(e) is Revoke}
+    return named & (known | listed | given)
