@@ -399,7 +399,8 @@ class _Resolver:
 
         recompute = policy.dependency_mode == "recompute"
         computed: dict[str, dict[str, Any]] = {}  # fact -> its recomputed value and evidence
-        for f in ids:  # phases 1-3 are final: origins read only their own codes (and, in log
+        order, same_cycle = self.phase4_order(ids, codes) if recompute else (ids, None)
+        for f in order:  # phases 1-3 are final: origins read only their own codes (and, in
             deps = list(dict.fromkeys(self.assert_of(f).get("depends_on", [])))  # order, the
             stale = dependency_reason("dependency_invalidated", deps, "validity")  # failed
             hidden = dependency_reason("dependency_restricted", deps, "visibility")  # derivations)
@@ -408,7 +409,7 @@ class _Resolver:
             if hidden is not None:
                 codes[f]["dependency_restricted"] = hidden
             if recompute and self.assert_of(f).get("derivation") is not None:
-                self.recompute(f, ids, codes, computed, reason)
+                self.recompute(f, same_cycle, codes, computed, reason)
         if flag:  # after every dependency code is set: admitted with a stale dependency
             for f in ids:
                 deps = self.assert_of(f).get("depends_on", [])
@@ -445,6 +446,7 @@ class _Resolver:
                 if f in computed:
                     admitted[-1]["value"] = admitted[-1].pop("computed")
         admitted_ids = {a["fact"] for a in admitted}
+        restated = {f: c["inputs"]["events"] for f, c in computed.items() if "stale" in c}
 
         # §3 grant/revoke and retract/promote that were not effective.
         for event in self.ours:
@@ -466,7 +468,7 @@ class _Resolver:
                     self.ignored.add((event.id, INSUFFICIENT, min(above)))
 
         experiences = [
-            self.verdict(event, codes, admitted_ids, recheck)
+            self.verdict(event, codes, admitted_ids, recheck, restated)
             for event in self.ours
             if event.type == "experience"
         ]
@@ -487,19 +489,73 @@ class _Resolver:
 
     # -- §7 experiences ----------------------------------------------------------------
 
+    _LINKS = ("superseded", "outranked", "overridden")
+
+    def phase4_order(
+        self, ids: list[str], codes: dict[str, dict[str, dict[str, Any]]]
+    ) -> tuple[list[str], Any]:
+        """SPEC "Derived values recomputed": phase 4 decides a fact after its dependencies and
+        after every fact its derivation's inputs may be read from (the substitution walks by
+        the codes of phases 1-3); facts reaching each other (a cycle) read nothing from each
+        other. Naively: reachability by search, then the first ready fact in log order."""
+        reads: dict[str, set[str]] = {}
+        for f in ids:
+            asserted = self.assert_of(f)
+            deps = asserted.get("depends_on", [])
+            reads[f] = set(deps)
+            if asserted.get("derivation") is None:
+                continue
+            for name in parse_derivation(asserted.get("derivation")).inputs:
+                named = [name] if name in deps else [d for d in deps if self.key(d) == name]
+                current = named[0] if len(set(named)) == 1 else None
+                walked: set[str] = set()
+                while current is not None and current not in walked:
+                    walked.add(current)
+                    reads[f].add(current)
+                    own = codes[current]
+                    links = [c for c in self._LINKS if c in own and own[c]["facts"]]
+                    if not own or set(own) - set(self._LINKS) or not links:
+                        break
+                    current = own[links[0]]["facts"][0]
+        reachable: dict[str, set[str]] = {}
+        for f in ids:
+            found, todo = set(), list(reads[f])
+            while todo:
+                x = todo.pop()
+                if x not in found:
+                    found.add(x)
+                    todo.extend(reads.get(x, ()))
+            reachable[f] = found
+
+        def same_cycle(a: str, b: str) -> bool:
+            return b in reachable[a] and a in reachable[b]
+
+        order: list[str] = []
+        done: set[str] = set()
+        while len(order) < len(ids):
+            for f in ids:
+                deps = self.assert_of(f).get("depends_on", [])
+                ready = all(r in done for r in reads[f] if not same_cycle(f, r)) and all(
+                    d in done for d in deps if same_cycle(f, d)
+                )
+                if f not in done and ready:
+                    order.append(f)
+                    done.add(f)
+                    break
+        return order, same_cycle
+
     def recompute(
         self,
         f: str,
-        ids: list[str],
+        same_cycle: Any,
         codes: dict[str, dict[str, dict[str, Any]]],
         computed: dict[str, dict[str, Any]],
         reason: Any,
     ) -> None:
         """SPEC "Derived values recomputed": a derived fact excluded for nothing but
-        dependency_invalidated is evaluated over the admitted facts now holding its inputs.
-
-        SPEC reading: an input fact asserted at or after f that itself has dependencies or a
-        derivation is not decided yet when f is, so it is not read (today's rule holds)."""
+        dependency_invalidated is evaluated over the admitted facts now holding its inputs,
+        each decided before it (``phase4_order``) unless both are in one cycle: then today's
+        rule holds."""
         if set(codes[f]) - {"dependency_invalidated"}:
             return
         asserted = self.assert_of(f)
@@ -507,24 +563,24 @@ class _Resolver:
         derivation = parse_derivation(asserted.get("derivation"))
         values: dict[str, Any] = {}
         used: list[str] = []
+        named = {n: [n] if n in deps else [d for d in deps if self.key(d) == n] for n in derivation.inputs}
+        if any(len(set(found)) != 1 for found in named.values()):  # fails closed before any walk
+            codes[f] = {"derivation_failed": reason("derivation_failed", [asserted.id])}
+            return
         for name in derivation.inputs:
-            named = [name] if name in deps else [d for d in deps if self.key(d) == name]
-            if len(set(named)) != 1:
-                codes[f] = {"derivation_failed": reason("derivation_failed", [asserted.id])}
-                return
-            current: str | None = named[0]
+            current: str | None = named[name][0]
             seen: list[str] = []
             while current is not None and current not in seen:
                 source = self.assert_of(current)
-                computed_later = bool(source.get("depends_on")) or "derivation" in source.line
-                if computed_later and ids.index(current) >= ids.index(f):
-                    return  # not decided yet when f is
+                if same_cycle(current, f):
+                    return  # f and its input read each other
                 if not codes[current]:
                     break
                 seen.append(current)
-                links = [c for c in ("superseded", "outranked", "overridden") if c in codes[current]]
-                if set(codes[current]) - set(links) or not codes[current][links[0]]["facts"]:
-                    return
+                links = [c for c in self._LINKS if c in codes[current]]
+                rest = set(codes[current]) - set(links) - {"dependency_invalidated", "dependency_restricted"}
+                if rest or not links or not codes[current][links[0]]["facts"]:
+                    return  # a slot given up for a dependency's sake still names its holder
                 current = codes[current][links[0]]["facts"][0]
             if current is None or current in seen:
                 return
@@ -549,7 +605,10 @@ class _Resolver:
         codes: dict[str, dict[str, dict[str, Any]]],
         admitted: set[str],
         recheck: set[str],
+        restated: dict[str, list[str]],
     ) -> dict[str, Any]:
+        """SPEC §7; under recompute, a used fact admitted with another value than it stated
+        was relied on stale: ADAPT, with a ``recomputed`` reason naming its inputs' events."""
         used = list(dict.fromkeys(event.get("uses", [])))  # "every used fact": each once
 
         def replacement(f: str) -> str | None:
@@ -574,7 +633,7 @@ class _Resolver:
                     bindings[u] = found
         if withdrawn:
             verdict, bindings = "REJECT", {}
-        elif bindings or any(u in recheck for u in used):
+        elif bindings or any(u in recheck or u in restated for u in used):
             verdict = "ADAPT"
         else:
             applicability = event.get("applicability", "applicable")
@@ -582,11 +641,11 @@ class _Resolver:
                 applicability
             ]
         reasons = sorted(
-            (
-                {"fact": u, "code": c, "events": codes[u][c]["events"][:2]}  # §5: at most two
-                for u in used
-                for c in codes[u]
-            ),
+            [
+                *({"fact": u, "code": c, "events": codes[u][c]["events"][:2]}  # §5: at most two
+                  for u in used for c in codes[u]),
+                *({"fact": u, "code": "recomputed", "events": restated[u][:2]} for u in used if u in restated),
+            ],
             key=lambda r: (r["fact"], r["code"]),
         )
         return {

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import reference
-from helpers import AT, A, R, jsonl, log, stamp, ts
+from helpers import AT, A, R, X, jsonl, log, stamp, ts
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -125,6 +125,90 @@ def test_a_chain_recomputes_in_dependency_order() -> None:
     got = records(gamma.resolve(events, WHO, AT, RECOMPUTE))
     assert got["S1"].value == "1050.15"  # type: ignore[union-attr]
     assert got["G1"].value == "10501.5"  # type: ignore[union-attr]
+
+
+def test_an_input_restated_later_by_a_derived_fact_is_read_once_it_is_decided() -> None:
+    """The trap corpus's two-link chain with the middle link restated after its reader: the
+    fund reads the savings' current holder S2, decided before it (dependency order)."""
+    chain = (
+        A("P1", "pay", 3000),
+        derived("S1", "savings", 900, "{pay} * 30%", "P1"),
+        derived("G1", "fund", 5400, "{savings} * 6", "S1"),
+        A("P2", "pay", 3500),
+        derived("S2", "savings", 1050, "{pay} * 30%", "P2"),
+    )
+    events, lines = log(*chain), stamp(list(chain))
+    res = gamma.resolve(events, WHO, AT, RECOMPUTE)
+    got = records(res)
+    assert got["G1"].value == 6300 and got["G1"].inputs.facts == ("S2",)  # type: ignore[union-attr]
+    assert got["G1"].stale.value == 5400  # type: ignore[union-attr]
+    assert [r.code for r in got["S1"].reasons] == ["dependency_invalidated", "superseded"]
+    expected, _ = reference.resolve(lines, WHO, res.at, RECOMPUTE)
+    assert res.to_dict() == expected
+    engine = EngineState(RECOMPUTE)
+    for line in lines:  # one event at a time: the engine reorders only what a change touches
+        engine.append([line])
+    assert engine.resolve(WHO, AT).to_json() == res.to_json()
+
+
+def test_derived_facts_that_read_each_other_keep_todays_rule() -> None:
+    """A cycle through a restatement: S2 restates S1's key and reads G1, which reads S1's
+    holder S2. Neither reads the other: both keep phase 4's codes (fail closed)."""
+    cycle = (
+        A("P1", "pay", 3000),
+        derived("S1", "savings", 900, "{pay} * 30%", "P1"),
+        derived("G1", "fund", 5400, "{savings} * 6", "S1"),
+        derived("S2", "savings", 1000, "{fund} / 6", "G1"),
+        A("P2", "pay", 3500),
+    )
+    events, lines = log(*cycle), stamp(list(cycle))
+    res = gamma.resolve(events, WHO, AT, RECOMPUTE)
+    got = records(res)
+    assert isinstance(got["G1"], gamma.Excluded) and isinstance(got["S2"], gamma.Excluded)
+    assert [r.code for r in got["G1"].reasons] == ["dependency_invalidated"]
+    expected, _ = reference.resolve(lines, WHO, res.at, RECOMPUTE)
+    assert res.to_dict() == expected
+    engine = EngineState(RECOMPUTE)
+    for line in lines:
+        engine.append([line])
+    assert engine.resolve(WHO, AT).to_json() == res.to_json()
+
+
+def test_an_experience_that_used_the_stale_stated_value_adapts() -> None:
+    """The action taken on "20" was taken on a value Γ no longer gives: ADAPT, naming the
+    inputs' events; before the change it stands (KEEP)."""
+    used = X("x1", ["T1"], content="bought 20 packs")
+    lines = stamp([PAPER[0], PAPER[1], used, PAPER[2]])
+    engine = EngineState(RECOMPUTE)
+    for cut in (3, 4):
+        events = parse_events([json.dumps(line) for line in lines[:cut]], policy=RECOMPUTE)
+        res = gamma.resolve(events, WHO, AT, RECOMPUTE)
+        (verdict,) = res.experiences
+        engine.append(lines[len(engine):cut])
+        assert engine.resolve(WHO, AT).to_json() == res.to_json()
+        expected, _ = reference.resolve(lines[:cut], WHO, res.at, RECOMPUTE)
+        assert res.to_dict() == expected
+        if cut == 3:
+            assert verdict.verdict == "KEEP" and verdict.reasons == ()
+        else:
+            assert verdict.verdict == "ADAPT"
+            assert [(r.fact, r.code, r.events) for r in verdict.reasons] == [("T1", "recomputed", ("e4",))]
+
+
+def test_explain_names_the_failed_evaluation_and_a_verified_change() -> None:
+    events = log(
+        A("W1", "snacks.weekly", 10),
+        derived("T1", "snacks.two_weeks", 20, "{snacks.weekly} / ({snacks.weekly} - 7)", "W1"),
+        A("W2", "snacks.weekly", 7),
+    )
+    x = gamma.explain(events, "T1", WHO, AT, policy=RECOMPUTE)
+    assert x.codes == ("derivation_failed",)
+    assert x.to_dict()["failure"] == {"code": "division_by_zero", "column": 17, "detail": "column 17: division by zero"}
+    assert [c.changes for c in x.changes] == [({"kind": "without_event", "event": "e3"},)]
+    assert "its evaluation failed (division_by_zero) at" in x.render()
+    assert "if event e3 were not in the log" in x.render()
+    admitted = gamma.explain(events[:2], "T1", WHO, AT, policy=RECOMPUTE)
+    assert "failure" not in admitted.to_dict()  # only for a failed evaluation
 
 
 @pytest.mark.parametrize(

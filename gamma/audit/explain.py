@@ -28,9 +28,11 @@ import attrs
 
 from gamma.core.canonical import compact_json, format_ts, parse_ts
 from gamma.core.decisions import Inputs, Reason, Recomputed, Stale
+from gamma.core.derivation import Failure
 from gamma.core.events import parse_actor
 from gamma.core.model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke
 from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.recompute import failure_of
 from gamma.core.render import EXPLANATIONS, inert
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import resolve
@@ -39,7 +41,7 @@ __all__ = ["Step", "Counterfactual", "Node", "Explanation", "Index", "Checker", 
            "apply_changes"]
 
 _HIDDEN = frozenset({"access_denied", "dependency_restricted", "tenant_isolation"})
-_OPTIONAL = ("derivation", "inputs", "stale")
+_OPTIONAL = ("derivation", "inputs", "stale", "failure")
 _TICK = timedelta(microseconds=1)
 # Counterfactual re-resolutions per explanation (or per report): this many times the log's
 # events, plus a fixed allowance so that small logs try every candidate.
@@ -104,6 +106,8 @@ class Explanation:
     derivation: str | None = None
     inputs: Inputs | None = None
     stale: Stale | None = None
+    # for a derivation_failed fact the view may show: why the evaluation gave no value
+    failure: Failure | None = None
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -140,6 +144,8 @@ class Explanation:
         for r in self.reasons:
             tail = f" -> {', '.join(inert(f) for f in r.facts)}" if r.facts else ""
             out.append(f"  {r.code}: {EXPLANATIONS[r.code]}{tail} [{' '.join(r.events)}]")
+        if self.failure is not None:
+            out.append(f"  its evaluation failed ({self.failure.code}) at {inert(self.failure.detail)}")
         out.append("TIMELINE")
         for s in self.timeline:
             pos = "-" if s.position is None else str(s.position)
@@ -382,6 +388,7 @@ def explain_in(index: Index, fact: str, *, auditor: bool, checker: Checker,
             complete = complete and done
     shown = fact_event is not None and (auditor or not (hidden or decision == "unknown"))
     recomputed = admitted if isinstance(admitted, Recomputed) else None
+    failure = _failure(index, fact_event) if shown and "derivation_failed" in codes else None
     return Explanation(
         fact=fact, actor=res.actor.id, at=format_ts(res.at), decision=decision,
         key=_key(res, fact, fact_event if auditor else None),
@@ -392,7 +399,29 @@ def explain_in(index: Index, fact: str, *, auditor: bool, checker: Checker,
         inputs=recomputed.inputs if recomputed is not None else None,
         # the stale stated value is withheld like any other: shown to the auditor only
         stale=recomputed.stale if recomputed is not None and auditor else None,
+        failure=failure,
     )
+
+
+def _failure(index: Index, event: Assert | None) -> Failure | None:
+    """The failed evaluation of a derivation_failed fact, read again from the resolution (its
+    inputs were admitted to the actor, or it would be dependency_restricted instead)."""
+    if event is None:
+        return None
+    res = index.res
+
+    def settled(fact: str) -> dict[str, Reason] | None:
+        if res.admitted_fact(fact) is not None:
+            return {}
+        excluded = res.excluded_fact(fact)
+        return None if excluded is None else {r.code: r for r in excluded.reasons}
+
+    def key_of(fact: str) -> str | None:
+        found = index.asserts.get(fact)
+        return None if found is None else found.key
+
+    values = {a.fact: a.value for a in res.admitted}  # a walk ends only at an admitted fact
+    return failure_of(event, key_of, settled, values.__getitem__)
 
 
 def _key(res: Resolution, fact: str, event: Assert | None) -> str | None:
@@ -652,6 +681,8 @@ def _candidates(index: Index, fact: str, reason: Reason) -> list[list[dict[str, 
         return [[{"kind": "at", "at_least": format_ts(e.valid_from)}]]
     if code == "expired" and e.valid_until is not None:
         return [[{"kind": "at", "before": format_ts(e.valid_until)}]]
+    if code == "derivation_failed":  # an input's value as it was before the event that set it
+        return [[{"kind": "without_event", "event": x}] for x in reason.events if x != e.id]
     if code in ("retracted", "superseded") and reason.events:
         return [[{"kind": "at", "before": format_ts(index.events[index.by_id[reason.events[0]]].ts)}],
                 [{"kind": "without_event", "event": reason.events[0]}]]

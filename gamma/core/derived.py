@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -46,7 +46,7 @@ from gamma.core.phases import (
     recomputed,
 )
 from gamma.core.policy import Policy
-from gamma.core.recompute import Computed
+from gamma.core.recompute import Computed, finishing_order, reach
 
 __all__ = ["Derived", "Table", "TenantIndex", "actor_class"]
 
@@ -201,6 +201,7 @@ class Derived:
         # recompute mode: each derived fact's computed value or failure, the facts its last
         # evaluation read, and per fact the derived facts that read it
         self.computed: dict[str, Computed] = {}
+        self.restated: dict[str, tuple[str, ...]] = {}  # computed with another value than stated
         self.failed: dict[str, Reason] = {}
         self.reads: dict[str, set[str]] = {}
         self.readers: dict[str, set[str]] = defaultdict(set)
@@ -284,6 +285,9 @@ class Derived:
         """Phase 4 over ``region`` (log order), then the records of every fact that changed."""
         flag = self.policy.dependency_mode == "flag"
         recompute = self.policy.dependency_mode == "recompute"
+        cycles: dict[str, int] = {}
+        if recompute and any(fold.facts[f].event.derivation is not None for f in region):
+            region = self._dependency_order(fold, region, cycles)
         changed: list[str] = []
         for fact_id in region:
             fact = fold.facts[fact_id]
@@ -292,7 +296,7 @@ class Derived:
             )
             computed = None
             if recompute and fact.event.derivation is not None:
-                codes, origins, computed = self._recompute(fold, fact, codes, origins)
+                codes, origins, computed = self._recompute(fold, fact, codes, origins, cycles)
             self.origins[fact_id] = origins
             if (
                 fact_id in self.codes
@@ -305,6 +309,10 @@ class Derived:
                 self.computed.pop(fact_id, None)
             else:
                 self.computed[fact_id] = computed
+            if computed is None or computed.stale is None:
+                self.restated.pop(fact_id, None)
+            else:
+                self.restated[fact_id] = computed.inputs.events
             self._walk_edge(fact_id, self.codes.get(fact_id), codes)
             self.codes[fact_id] = codes
             if stale is None:
@@ -319,26 +327,44 @@ class Derived:
         for key in {fold.facts[f].event.key for f in changed}:
             self._known_unknown(fold, key)
 
+    def _dependency_order(
+        self, fold: FoldState, region: list[str], cycles: dict[str, int]
+    ) -> list[str]:
+        """``region`` in the pure resolver's dependency order (what is outside it is final)."""
+        reads = {
+            f: [*(fold.facts[f].event.depends_on or ()), *reach(fold.facts[f], fold.facts, self.own.get)]
+            for f in region
+        }
+        order, found = finishing_order(region, reads)
+        cycles.update(found)
+        return order
+
     def _recompute(
-        self, fold: FoldState, fact: FactRecord, codes: Codes, origins: Origins
+        self,
+        fold: FoldState,
+        fact: FactRecord,
+        codes: Codes,
+        origins: Origins,
+        cycles: Mapping[str, int],
     ) -> tuple[Codes, Origins, Computed | None]:
-        """The pure resolver's ``recomputed`` over the kept results: a fact computed later in
-        the log is not settled yet (as in the pure resolver's log-order pass)."""
-        order_of = self.index.order_of
-        position = order_of[fact.id]
+        """The pure resolver's ``recomputed`` over the kept results: a fact of the same cycle
+        is not settled (as in the pure resolver's dependency order)."""
+        cycle = cycles.get(fact.id)
 
         def settled(x: str) -> Codes | None:
+            if cycle is not None and cycles.get(x) == cycle:
+                return None
             event = fold.facts[x].event
             if event.depends_on or event.derivation is not None:
-                return self.codes.get(x) if order_of[x] < position else None
+                return self.codes.get(x)
             return self.own.get(x)
 
         def value_of(x: str) -> Value:
             found = self.computed.get(x)
             return fold.facts[x].event.value if found is None else found.value
 
-        walked: set[str] = set()
-        codes, origins, computed, failure = recomputed(
+        walked = set(reach(fact, fold.facts, self.own.get))  # what it may read: recomputed
+        codes, origins, computed, failure = recomputed(  # when one of them moves
             fact, codes, origins, fold.facts, settled, value_of, walked=walked
         )
         for x in self.reads.pop(fact.id, ()):
@@ -419,7 +445,12 @@ class Derived:
         todo = sorted(self.unjudged if which is None else self.unjudged.intersection(which))
         for i in todo:
             verdict = verdict_of(
-                experiences[i], self.codes, self.admitted_ids, self.recheck, memo=self.memo
+                experiences[i],
+                self.codes,
+                self.admitted_ids,
+                self.recheck,
+                memo=self.memo,
+                restated=self.restated,
             )
             self.verdicts[i] = verdict
             self.verdict_table.set((verdict.experience, i), verdict)

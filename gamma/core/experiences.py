@@ -8,10 +8,14 @@ an experience whose facts all stand is judged by its own applicability.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gamma.core.decisions import SUBSTITUTING_CODES, ExperienceVerdict, Reason, UsedReason
 from gamma.core.model import Experience
 
 __all__ = ["FACTORIAL_TABLE", "expected_verdict", "verdict_of"]
+
+RECOMPUTED = "recomputed"  # the code of a stale stated value (gamma.core.recompute)
 
 #: The events an experience's reason names for a used fact: at most this many, the smallest
 #: ids of that fact's reason (its own entry in ``excluded`` lists them all). A fact's own
@@ -47,11 +51,15 @@ def verdict_of(
     recheck: dict[str, set[str]],
     *,
     memo: dict[str, str | None] | None = None,
+    restated: Mapping[str, tuple[str, ...]] | None = None,
 ) -> ExperienceVerdict:
     """KEEP / ADAPT / REJECT from the used facts' governance, then the applicability.
 
     ``memo`` may pass one dict for all the experiences of a resolution: it keeps every
     replacement found, so N experiences over a chain of N revisions cost O(N), not O(N²).
+    ``restated`` names the facts admitted with a recomputed value other than the stated one
+    (mode ``recompute``), with their inputs' events: an experience that used one acted on
+    the stale value, so it adapts, with a ``recomputed`` reason.
     """
     memo = {} if memo is None else memo
     reasons: list[UsedReason] = []
@@ -65,6 +73,10 @@ def verdict_of(
             reasons.append(UsedReason(fact=used, code=code, events=events))
         if not used_codes:
             needs_recheck = needs_recheck or used in recheck
+            if restated and used in restated:
+                events = restated[used][:USED_EVENTS]
+                reasons.append(UsedReason(fact=used, code=RECOMPUTED, events=events))
+                needs_recheck = True
         elif set(used_codes) <= SUBSTITUTING_CODES:
             replacement = _replacement(used, codes, admitted, memo)
             if replacement is None:

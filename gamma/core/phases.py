@@ -38,7 +38,7 @@ from gamma.core.experiences import verdict_of
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Assert, Experience, Value
 from gamma.core.policy import Policy
-from gamma.core.recompute import FAILED, Computed, recompute
+from gamma.core.recompute import FAILED, Computed, finishing_order, reach, recompute
 from gamma.core.resolution import Resolution
 
 __all__ = [
@@ -469,6 +469,25 @@ def known_unknown(
     return bool(policy.restricted_keys) or any(c.keys().isdisjoint(HIDDEN) for c in in_scope)
 
 
+def _dependency_order(
+    later: list[FactRecord],
+    facts: Mapping[str, FactRecord],
+    owns: Mapping[str, Codes],
+    codes: Mapping[str, Codes],
+    cycles: dict[str, int],
+) -> list[FactRecord]:
+    """The facts phase 4 finishes last, each after its dependencies and what its derivation
+    may read; ``cycles`` gets the facts that may read each other."""
+
+    def own_of(x: str) -> Codes | None:
+        return owns[x] if x in owns else codes.get(x)
+
+    reads = {f.id: [*(f.event.depends_on or ()), *reach(f, facts, own_of)] for f in later}
+    order, found = finishing_order([f.id for f in later], reads)
+    cycles.update(found)
+    return [facts[f] for f in order]
+
+
 # -- all of it over one fold -------------------------------------------------------------
 
 
@@ -488,6 +507,7 @@ def conclude(
     recompute_mode = policy.dependency_mode == "recompute"
     failed: dict[str, Reason] = {}
     values: dict[str, Value] = {}
+    restated: dict[str, tuple[str, ...]] = {}  # recomputed to another value than stated
     facts_of = fold.facts
 
     def value_of(fact_id: str) -> Value:
@@ -501,18 +521,27 @@ def conclude(
     admitted: list[Admitted] = []
     excluded: list[Excluded] = []
 
+    cycles: dict[str, int] = {}  # recompute mode: the derived facts that may read each other
+
     def finish(fact: FactRecord, own: Codes) -> None:
         fact_id = fact.id
         final, origin, stale = inherit(fact, own, origins, owns, flag=flag, failed=failed)
         computed = None
         if recompute_mode and fact.event.derivation is not None:
+            cycle = cycles.get(fact_id)
+
+            def settled(x: str) -> Codes | None:
+                return None if cycle is not None and cycles.get(x) == cycle else codes.get(x)
+
             final, origin, computed, failure = recomputed(
-                fact, final, origin, facts_of, codes.get, value_of
+                fact, final, origin, facts_of, settled, value_of
             )
             if failure is not None:
                 failed[fact_id] = failure
             if computed is not None:
                 values[fact_id] = computed.value
+                if computed.stale is not None:
+                    restated[fact_id] = computed.inputs.events
         if fact_id in depended_on:
             origins[fact_id] = origin
         codes[fact_id] = final
@@ -545,9 +574,11 @@ def conclude(
             waiting.append((key, facts))
         elif known_unknown(facts, own, policy):
             unknown.append(key)
-    for fact in fold.order:  # log order: what a fact reads is final before it (SPEC "Derived
-        if fact.event.depends_on or fact.event.derivation is not None:  # values recomputed")
-            finish(fact, owns[fact.id])
+    later = [f for f in fold.order if f.event.depends_on or f.event.derivation is not None]
+    if recompute_mode and any(f.event.derivation is not None for f in later):
+        later = _dependency_order(later, facts_of, owns, codes, cycles)
+    for fact in later:  # log order, or dependency order where derivations read (SPEC "Derived
+        finish(fact, owns[fact.id])  # values recomputed"): what a fact reads is final before it
     unknown += [key for key, facts in waiting if known_unknown(facts, codes, policy)]
     admitted.sort(key=_by_fact)
     excluded.sort(key=_by_fact)
@@ -569,7 +600,7 @@ def conclude(
         excluded=tuple(excluded),
         experiences=tuple(
             sorted(
-                (verdict_of(x, codes, admitted_ids, recheck, memo=replacements)
+                (verdict_of(x, codes, admitted_ids, recheck, memo=replacements, restated=restated)
                  for x in fold.experiences),
                 key=lambda v: v.experience,
             )
