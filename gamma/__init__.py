@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the names as type checkers see them
         replay,
         write_audit,
     )
+    from gamma.core.collector import collector_paused
     from gamma.core.decisions import (
         REASON_CODES,
         Admitted,
@@ -87,6 +88,7 @@ if TYPE_CHECKING:  # the names as type checkers see them
 # Every public name is loaded on first use: `import gamma` costs next to nothing, and a
 # command (or `gamma --version`) imports only the modules it needs.
 _LAZY = {
+    "collector_paused": "gamma.core.collector",
     "REASON_CODES": "gamma.core.decisions",
     "Admitted": "gamma.core.decisions",
     "Excluded": "gamma.core.decisions",
@@ -185,6 +187,7 @@ __all__ = [
     "tree_head",
     "Store",
     "Engine",
+    "collector_paused",
     "AppendResult",
     "VerifyReport",
     "verify_file",

@@ -61,8 +61,8 @@ def resolve_command(
     audit_path: str | None,
 ) -> None:
     """Resolve LOG for an actor at a time: what may the actor rely on, and why not the rest."""
-    # one pause for the whole command: the log's events live until the process ends, so the
-    # collector would only walk them again and again between the reader's and Γ's own pauses
+    # the command owns its process, so it pauses the collector (the library never does): the
+    # log's events, Γ's records and the output hold no cycles and live until the process ends
     with command("resolve", log=log, format=fmt) as record, collector_paused():
         one_stdin(("LOG", log), ("--actor", actor))
         at_ts = read_at(at)

@@ -14,11 +14,18 @@ only the keys asked, their dependency ancestors' keys and their grants.
 Results are those of the pure ``resolve`` over every event accepted so far,
 byte for byte; an ``at`` that cuts the tenant's events folds that prefix afresh.
 No I/O here: ``gamma.storage.engine.Engine`` adds the store.
+
+Every public method holds ``lock`` (re-entrant) for the whole call: reads advance the
+kept folds and fill the per-class caches, so a read is a writer too, and one lock is the
+scheme that cannot tear them; uncontended it costs well under a microsecond a call
+(SPEC §9.9). A resolution, once returned, is immutable and shares nothing mutable with
+the state, so rendering and encoding it need no lock.
 """
 
 from __future__ import annotations
 
 import bisect
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -26,7 +33,6 @@ from typing import Any, TypeVar
 
 from gamma.core.canonical import parse_at
 from gamma.core.chain import GENESIS, step
-from gamma.core.collector import collector_paused
 from gamma.core.decisions import Admitted, Excluded, Ignored
 from gamma.core.derived import Derived, Table, TenantIndex, actor_class
 from gamma.core.errors import UnknownReferenceError
@@ -60,9 +66,15 @@ CLASSES_KEPT = 64
 T = TypeVar("T")
 
 class EngineState:
-    """Validated events, the chain heads and Merkle leaves after each, and per-tenant folds."""
+    """Validated events, the chain heads and Merkle leaves after each, and per-tenant folds.
+
+    Safe to share between threads: each public call runs under ``lock``, whole.
+    """
 
     def __init__(self, policy: Policy | None = None) -> None:
+        #: held by every public method for the whole call; a caller holding it sees no
+        #: change in between its calls (it is re-entrant)
+        self.lock = threading.RLock()
         self.policy = policy or DEFAULT_POLICY
         self.index = MemoryIndex()
         self.events: list[Event] = []
@@ -81,14 +93,31 @@ class EngineState:
     @property
     def head(self) -> str:
         """The chain head after the last event (64 zeros when empty)."""
-        return self._heads[-1].hex()
+        with self.lock:
+            return self._heads[-1].hex()
 
     def head_at(self, at: datetime) -> str:
         """The chain head after the events with ``ts <= at``."""
-        return self._heads[bisect.bisect_right(self._ts, at)].hex()
+        with self.lock:
+            return self._heads[bisect.bisect_right(self._ts, at)].hex()
+
+    @property
+    def tree_head(self) -> TreeHead:
+        """The Merkle tree head of every event taken (RFC 9162; O(1))."""
+        with self.lock:
+            return self._tree.head()
+
+    def since(self, position: int) -> tuple[Event, ...]:
+        """The events after the first ``position``, in log order (only those are copied)."""
+        with self.lock:
+            return tuple(self.events[position:])
 
     def tree_at(self, at: datetime) -> TreeHead:
         """The Merkle tree head of the events with ``ts <= at`` (O(1) after the last event)."""
+        with self.lock:
+            return self._tree_at(at)
+
+    def _tree_at(self, at: datetime) -> TreeHead:
         size = bisect.bisect_right(self._ts, at)
         if size == len(self._leaves):
             return self._tree.head()
@@ -102,14 +131,20 @@ class EngineState:
 
         Lines are numbered from 1 within the batch (blank lines count, and are skipped).
         """
+        parsed = self._decode(batch, source)
+        with self.lock:
+            validate_log(parsed, index=self.index, source=source)
+        return [event for _, event in parsed]
+
+    def _decode(self, batch: Batch, source: str) -> list[tuple[int | None, Event]]:
+        """Each item of the batch as an event, with its line; reads nothing of the state."""
         parsed: list[tuple[int | None, Event]] = []
         for number, obj, from_text in batch_objects(batch, source=source):
             event = event_from_json(obj, policy=self.policy, source=source, line=number)
             if from_text:  # its canonical text is the decoded object's, made once here
                 event = _with_canonical(event, obj)
             parsed.append((number, event))
-        validate_log(parsed, index=self.index, source=source)
-        return [event for _, event in parsed]
+        return parsed
 
     def extend(self, events: Sequence[Event], *, heads: Sequence[bytes] | None = None) -> None:
         """Take events already validated against this state, in order.
@@ -117,6 +152,10 @@ class EngineState:
         ``heads`` may give the chain head after each event when the caller has
         computed them (a store checking its rows), so nothing is hashed twice.
         """
+        with self.lock:
+            self._extend(events, heads)
+
+    def _extend(self, events: Sequence[Event], heads: Sequence[bytes] | None) -> None:
         for i, event in enumerate(events):
             pos = len(self.events)
             self.index.add(event)
@@ -134,8 +173,16 @@ class EngineState:
 
     def append(self, batch: Batch, *, source: str = "<append>") -> int:
         """Validate and take a batch, all of it or none of it; returns the new position."""
-        self.extend(self.parse(batch, source=source))
-        return len(self.events)
+        return self.take(batch, source=source)[1]
+
+    def take(self, batch: Batch, *, source: str = "<append>") -> tuple[int, int, str]:
+        """``append``, returning how many events it took, the new position and the new head
+        (all three of the same moment, whatever other threads do)."""
+        parsed = self._decode(batch, source)  # outside the lock: other calls go on meanwhile
+        with self.lock:  # validated against the very events it joins, none taken in between
+            validate_log(parsed, index=self.index, source=source)
+            self._extend([event for _, event in parsed], None)
+            return len(parsed), len(self.events), self._heads[-1].hex()
 
     # -- Γ -----------------------------------------------------------------------------
 
@@ -148,28 +195,30 @@ class EngineState:
     ) -> Resolution:
         """Γ over every event accepted, for ``actor`` at ``at``; ``keys`` keeps those keys' facts."""
         actor, at = self._normalise(actor, at)
-        head = self.head_at(at)
+        with self.lock:
+            return self._resolve(actor, at, keys)
+
+    def _resolve(self, actor: Actor, at: datetime, keys: Iterable[str] | None) -> Resolution:
+        head = self._heads[bisect.bisect_right(self._ts, at)].hex()
         view = self._view(actor, at)
         if view is None:  # a prefix of the tenant: folded afresh
             fold, index = self._fresh(actor.tenant, at)
             if keys is None:
-                with collector_paused():
-                    return conclude(fold, actor, at, self.policy, head, self.tree_at(at))
+                return conclude(fold, actor, at, self.policy, head, self._tree_at(at))
             derived = Derived(self.policy, index)
             derived.take_experiences(fold.experiences)
             return self._part(derived, fold, None, actor, at, head, frozenset(keys))
         kept, fold, derived = view
         if keys is not None:
             return self._part(derived, fold, kept, actor, at, head, frozenset(keys))
-        with collector_paused():
-            derived.ensure(fold, actor, at)
-            derived.judge(fold.experiences)
+        derived.ensure(fold, actor, at)
+        derived.judge(fold.experiences)
         return Resolution(
             actor=actor,
             at=at,
             policy=self.policy.digest,
             log=head,
-            tree=self.tree_at(at),
+            tree=self._tree_at(at),
             admitted=derived.admitted.values(),
             excluded=derived.excluded.values(),
             experiences=derived.verdict_table.values(),
@@ -188,13 +237,17 @@ class EngineState:
         A fact its tenant has not asserted by ``at`` is an UnknownReferenceError (field ``facts``).
         """
         actor, at = self._normalise(actor, at)
+        asked = list(dict.fromkeys(facts))
+        with self.lock:
+            return self._check(actor, at, asked)
+
+    def _check(self, actor: Actor, at: datetime, asked: list[str]) -> dict[str, Decision]:
         view = self._view(actor, at)
         if view is None:
             fold, index = self._fresh(actor.tenant, at)
             derived = Derived(self.policy, index)
         else:
             _, fold, derived = view
-        asked = list(dict.fromkeys(facts))
         keys = set()
         for index_, fact_id in enumerate(asked):
             fact = fold.facts.get(fact_id)
@@ -204,8 +257,7 @@ class EngineState:
                     field=f"facts[{index_}]",
                 )
             keys.add(fact.event.key)
-        with collector_paused():
-            derived.ensure(fold, actor, at, keys)
+        derived.ensure(fold, actor, at, keys)
         return {fact_id: derived.decided[fact_id] for fact_id in asked}
 
     # -- helpers -----------------------------------------------------------------------
@@ -302,16 +354,15 @@ class EngineState:
         at: datetime, head: str, wanted: frozenset[str],
     ) -> Resolution:
         """The resolution's records of the facts of ``wanted`` keys (SPEC §9.9 keys)."""
-        with collector_paused():
-            derived.ensure(fold, actor, at, wanted)
-            in_keys = {f for key in wanted for f in derived.index.by_key.get(key, ())}
-            which = derived.experiences_of(fold.experiences, in_keys)
-            for i in which:
-                for used in fold.experiences[i].uses or ():
-                    for key in derived.walk_keys(fold, used):
-                        if key not in derived.done:
-                            derived.ensure(fold, actor, at, {key})
-            derived.judge(fold.experiences, which)
+        derived.ensure(fold, actor, at, wanted)
+        in_keys = {f for key in wanted for f in derived.index.by_key.get(key, ())}
+        which = derived.experiences_of(fold.experiences, in_keys)
+        for i in which:
+            for used in fold.experiences[i].uses or ():
+                for key in derived.walk_keys(fold, used):
+                    if key not in derived.done:
+                        derived.ensure(fold, actor, at, {key})
+        derived.judge(fold.experiences, which)
         ignored = set().union(*(derived.key_ignored.get(k, ()) for k in wanted))
         if kept is None:  # a prefix folded afresh: its ignored entries, all of them
             ignored.update(e for e in fold.ignored if e[2] in in_keys)
@@ -328,7 +379,7 @@ class EngineState:
             at=at,
             policy=self.policy.digest,
             log=head,
-            tree=self.tree_at(at),
+            tree=self._tree_at(at),
             admitted=of(lambda f: _admitted(derived.decided[f])),
             excluded=of(lambda f: _excluded(derived.decided[f])),
             experiences=tuple(

@@ -23,7 +23,6 @@ import orjson
 
 from gamma.core.canonical import canonical_json, compact_json, format_ts, unsafe_character
 from gamma.core.chain import GENESIS, step_bytes
-from gamma.core.collector import collector_paused
 from gamma.core.convert import check_keys, converter, first_failure
 from gamma.core.errors import (
     ActorError,
@@ -409,48 +408,47 @@ def _parse_lines(
     hashing = index is None
     keep_text = resolve_at is None
     cut: tuple[int, tuple[str, TreeHead]] | None = None  # the heads of the prefix heard by then
-    with collector_paused():
-        for number, text in enumerate(lines, start=1):
-            long = len(text) > _SHORT
-            if long:
-                check_line(text, source=source, line=number)
-            plain = plain_line(text, policy, known_plain=plain_input)
-            if plain is not None:
-                event, data = plain
-                if keep_text:  # a cache slot of an object built a moment ago, before anyone sees it
-                    object.__setattr__(event, "_canonical", data.decode("ascii"))
-            elif (fast := fast_line(text, policy)) is not None:
-                event, canonical, data = fast
-                if keep_text:
-                    object.__setattr__(event, "_canonical", canonical)
-            else:
-                if isinstance(text, bytes):
-                    text = text.decode("utf-8")
-                if not text.strip():
-                    if lines_of is None:
-                        lines_of = list(range(1, len(events) + 1))
-                    continue
-                obj = decode_json(text, source=source, line=number)
-                event = _with_canonical(event_from_json(obj, policy=policy, source=source,
-                                                        line=number, strings_checked=True), obj)
-                data = canonical_event(event).encode("utf-8")
-                if not keep_text:
-                    object.__setattr__(event, "_canonical", None)
-            if long:
-                check_strings(event, source=source, line=number)
-            if resolve_at is not None and cut is None and event.ts > resolve_at:
-                cut = (len(events), (chain.hex(), tree.head()))  # before this event is hashed
-            append(event)
-            if lines_of is not None:
-                lines_of.append(number)
-            if hashing:
-                chain = step_bytes(chain, data)
-                add_leaf(data)
-        check_events(events, lines_of, index=index, source=source)
-        if index is not None:
-            return tuple(events)  # with an index: not a whole log
-        log = ParsedLog(events)
-        del events  # the list (the tuple holds its events), before the heads are built
+    for number, text in enumerate(lines, start=1):
+        long = len(text) > _SHORT
+        if long:
+            check_line(text, source=source, line=number)
+        plain = plain_line(text, policy, known_plain=plain_input)
+        if plain is not None:
+            event, data = plain
+            if keep_text:  # a cache slot of an object built a moment ago, before anyone sees it
+                object.__setattr__(event, "_canonical", data.decode("ascii"))
+        elif (fast := fast_line(text, policy)) is not None:
+            event, canonical, data = fast
+            if keep_text:
+                object.__setattr__(event, "_canonical", canonical)
+        else:
+            if isinstance(text, bytes):
+                text = text.decode("utf-8")
+            if not text.strip():
+                if lines_of is None:
+                    lines_of = list(range(1, len(events) + 1))
+                continue
+            obj = decode_json(text, source=source, line=number)
+            event = _with_canonical(event_from_json(obj, policy=policy, source=source,
+                                                    line=number, strings_checked=True), obj)
+            data = canonical_event(event).encode("utf-8")
+            if not keep_text:
+                object.__setattr__(event, "_canonical", None)
+        if long:
+            check_strings(event, source=source, line=number)
+        if resolve_at is not None and cut is None and event.ts > resolve_at:
+            cut = (len(events), (chain.hex(), tree.head()))  # before this event is hashed
+        append(event)
+        if lines_of is not None:
+            lines_of.append(number)
+        if hashing:
+            chain = step_bytes(chain, data)
+            add_leaf(data)
+    check_events(events, lines_of, index=index, source=source)
+    if index is not None:
+        return tuple(events)  # with an index: not a whole log
+    log = ParsedLog(events)
+    del events  # the list (the tuple holds its events), before the heads are built
     log.heads = (chain.hex(), tree.head())
     log.cut = cut
     return log

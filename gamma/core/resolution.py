@@ -23,7 +23,6 @@ from gamma.core.canonical import (
     canonical_records,
     format_ts,
 )
-from gamma.core.collector import collector_paused
 from gamma.core.convert import converter
 from gamma.core.decisions import (
     Admitted,
@@ -127,18 +126,17 @@ class Resolution:
     def _texts(self) -> dict[str, bytes]:
         """Each top-level field's canonical JSON in UTF-8, encoded once for the digest and the
         output (``compact_json`` of the body is exactly these joined in key order)."""
-        with collector_paused():  # many small acyclic dicts and lists, freed as they go
-            return {
-                "actor": canonical_bytes(converter.unstructure(self.actor)),
-                "admitted": _admitted_bytes(self.admitted),
-                "at": canonical_bytes(format_ts(self.at)),
-                "excluded": canonical_records(self.excluded),
-                "experiences": canonical_list(self.experiences, converter.unstructure),
-                "ignored": canonical_records(self.ignored),
-                "log": canonical_bytes(self.log),
-                "policy": canonical_bytes(self.policy),
-                "tree": canonical_bytes(self.tree.to_dict()),
-            }
+        return {
+            "actor": canonical_bytes(converter.unstructure(self.actor)),
+            "admitted": _admitted_bytes(self.admitted),
+            "at": canonical_bytes(format_ts(self.at)),
+            "excluded": canonical_records(self.excluded),
+            "experiences": canonical_list(self.experiences, converter.unstructure),
+            "ignored": canonical_records(self.ignored),
+            "log": canonical_bytes(self.log),
+            "policy": canonical_bytes(self.policy),
+            "tree": canonical_bytes(self.tree.to_dict()),
+        }
 
     def _body(self) -> dict[str, Any]:
         return {

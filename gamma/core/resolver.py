@@ -27,7 +27,6 @@ import attrs
 
 from gamma.core.canonical import format_ts, parse_at
 from gamma.core.chain import head_of
-from gamma.core.collector import collector_paused
 from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, normal_actor
 from gamma.core.handbuilt import checked_log
@@ -264,17 +263,16 @@ def resolve(
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
     at = parse_at(at)
-    with collector_paused():
-        prefix = heard_by(checked_log(events, policy), at)
-        computed = _heads(prefix)
-        for name, given, own in (("head", head, computed[0]), ("tree", tree, computed[1])):
-            if given is not None and given != own:
-                raise InputError(
-                    f"{given} is not the {name} of the {len(prefix)} events heard by"
-                    f" {format_ts(at)} ({own})",
-                    field=name,
-                )
-        return _resolve(prefix, actor, at, policy, *computed)
+    prefix = heard_by(checked_log(events, policy), at)
+    computed = _heads(prefix)
+    for name, given, own in (("head", head, computed[0]), ("tree", tree, computed[1])):
+        if given is not None and given != own:
+            raise InputError(
+                f"{given} is not the {name} of the {len(prefix)} events heard by"
+                f" {format_ts(at)} ({own})",
+                field=name,
+            )
+    return _resolve(prefix, actor, at, policy, *computed)
 
 
 def _heads(prefix: Sequence[Event]) -> tuple[str, TreeHead]:
@@ -308,12 +306,11 @@ def resolve_partition(
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
     at = parse_at(at)
-    with collector_paused():
-        prefix = heard_by(checked_log(events, policy), at)
-        if head is None or tree is None:
-            own = _heads(prefix)
-            head, tree = head or own[0], tree or own[1]
-        return _resolve(prefix, actor, at, policy, head, tree)
+    prefix = heard_by(checked_log(events, policy), at)
+    if head is None or tree is None:
+        own = _heads(prefix)
+        head, tree = head or own[0], tree or own[1]
+    return _resolve(prefix, actor, at, policy, head, tree)
 
 
 def _resolve(

@@ -139,8 +139,8 @@ class GovernedStore(BaseStore):
 
     ``authority`` is what the actor's writes claim (never more than the policy's
     ``[writers]`` let it hold); ``clock`` gives the time reads resolve at and
-    writes are stamped with (default: the UTC clock). Not thread-safe, like the
-    engine: ``abatch`` runs on the caller's event loop.
+    writes are stamped with (default: the UTC clock). Threads may share the engine (its
+    calls are serialised); ``abatch`` runs on the caller's event loop.
     """
 
     @checked  # a str engine or actor is a TypeError naming it, not an AttributeError

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
+from threading import RLock
 from types import TracebackType
 from typing import Self
 
 from gamma.core.engine import Batch, Decision, EngineState
 from gamma.core.errors import InputError
 from gamma.core.events import check_names, load_events
+from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Event
 from gamma.core.policy import Policy
 from gamma.core.resolution import Resolution
@@ -34,7 +36,18 @@ class Engine:
     log or opens a store (its recorded policy unless ``policy`` is given, in
     which case every stored event must name levels on that policy's ladders).
     Every ``resolve`` equals ``gamma.resolve`` over all events in the engine,
-    byte for byte. Not thread-safe: one engine per thread.
+    byte for byte.
+
+    One engine may be shared by threads. Every public call runs whole under one
+    re-entrant lock: appends and refreshes are serialised (a store's write and the read
+    of its new rows included), and a read never sees part of an append, so each call
+    answers as it would in some serial order of the calls, the order of the lock. Reads
+    wait for one another too (a read advances the folds and per-class results it shares
+    with every other read); a returned ``Resolution`` is immutable, so rendering and
+    encoding it run in parallel with other calls. Over a store, the store's write and the
+    read of its new rows are one step under the lock, but SQLite binds the connection to
+    the thread that opened the engine: only that thread may ``append``, ``refresh`` or
+    ``close``; any thread may read.
     """
 
     # each public method checks its arguments' types at the door (gamma.face): a str actor or
@@ -73,17 +86,32 @@ class Engine:
         return self._state.policy
 
     @property
+    def lock(self) -> RLock:
+        """The engine's re-entrant lock, which every call holds: a thread holding it makes
+        several calls one step (a position read and a resolve at that position, say)."""
+        return self._state.lock
+
+    @property
     def head(self) -> str:
         """The chain head after the last event in the engine."""
         return self._state.head
 
     @property
+    def tree_head(self) -> TreeHead:
+        """The Merkle tree head of every event in the engine (what a checkpoint signs)."""
+        return self._state.tree_head
+
+    @property
     def events(self) -> tuple[Event, ...]:
         """Every event in the engine, in log order."""
-        return tuple(self._state.events)
+        return self._state.since(0)
 
     def __len__(self) -> int:
         return len(self._state)
+
+    def events_since(self, position: int) -> tuple[Event, ...]:
+        """The events after the first ``position``, in log order (only those are copied)."""
+        return self._state.since(position)
 
     @checked
     def append(self, events: Batch, *, source: str = "<append>") -> AppendResult:
@@ -95,14 +123,12 @@ class Engine:
         the engine reads what the store now holds, other writers' rows included.
         """
         if self._store is None:
-            before = len(self._state)
-            self._state.append(events, source=source)
-            return AppendResult(
-                appended=len(self._state) - before, events=len(self._state), head=self.head
-            )
-        stored = self._store.append(events, source=source)
-        self.refresh()
-        return AppendResult(appended=stored.appended, events=len(self._state), head=self.head)
+            appended, position, head = self._state.take(events, source=source)
+            return AppendResult(appended=appended, events=position, head=head)
+        with self._state.lock:  # the store's write and the engine's read of it, together
+            stored = self._store.append(events, source=source)
+            self.refresh()
+            return AppendResult(appended=stored.appended, events=len(self._state), head=self.head)
 
     def refresh(self) -> int:
         """Fold what other writers appended to the store since; returns how many events came in.
@@ -113,13 +139,14 @@ class Engine:
         """
         if self._store is None:
             return 0
-        since = len(self._state)
-        events, heads = self._store.read(since=since, prev=self.head, index=self._state.index)
-        if self.policy != self._store_policy:
-            # the store validated these against its own policy, not this one
-            check_names(events, self.policy, source=f"{self._store.path} (event position)")
-        self._state.extend(events, heads=heads)
-        return len(events)
+        with self._state.lock:  # two refreshes must not both take the same new rows
+            since = len(self._state)
+            events, heads = self._store.read(since=since, prev=self.head, index=self._state.index)
+            if self.policy != self._store_policy:
+                # the store validated these against its own policy, not this one
+                check_names(events, self.policy, source=f"{self._store.path} (event position)")
+            self._state.extend(events, heads=heads)
+            return len(events)
 
     @checked
     def resolve(
@@ -141,7 +168,8 @@ class Engine:
 
     def close(self) -> None:
         if self._store is not None:
-            self._store.close()
+            with self._state.lock:  # not under a call of another thread
+                self._store.close()
 
     def __enter__(self) -> Self:
         return self
