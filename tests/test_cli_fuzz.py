@@ -11,6 +11,7 @@ error (exit 4), and store nothing (every file of the work folder keeps its bytes
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 import io
 import json
@@ -28,6 +29,7 @@ import click
 import pytest
 import structlog
 from click.testing import CliRunner
+from serve_process import write_callers
 
 import gamma
 from gamma.cli import INTERNAL, cli, main
@@ -70,6 +72,7 @@ BASE: dict[str, list[str]] = {
     "review": ["review", "{log}", "--actors", "{actors}", "--at", AT, "--since", T0,
                "--out", "{out_dir}", "--workers", "1"],
     "score": ["score", "{responses}", "--log", "{log}"],
+    "serve": ["serve", "{store}", "--callers", "{callers}"],
     "validate": ["validate", "{log}", "--actor", "{actor}", "--at", AT, "--question", "q",
                  "--response", "r", "--bindings", "{}", "--verdict", "KEEP"],
     "verify": ["verify", "{store}", "--expect-checkpoint", "{checkpoint}", "--pub-key", "{pub}"],
@@ -225,7 +228,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         "responses": EXAMPLES / "responses.jsonl", "record": root / "record.json",
         "signer": root / "k.key", "pub": root / "k.pub", "checkpoint": root / "checkpoint.txt",
         "proof": root / "proof.json", "event_line": root / "e01.line", "actors": root / "actors.jsonl",
-        "cases": root / "cases", "timelines": root / "timelines.jsonl",
+        "cases": root / "cases", "timelines": root / "timelines.jsonl", "callers": root / "callers.toml",
         "out_file": root / "made" / "out.txt", "out_dir": root / "made" / "dir",
         "new_store": root / "made" / "new.db",
     }  # fmt: skip
@@ -234,6 +237,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
                   ["keygen", "--out", root / "k", "--name", "fuzz"]):  # fmt: skip
         assert gamma_cli(*map(str, setup)).code == 0, setup
     (root / "made").mkdir()
+    write_callers(files["callers"], [{"name": "alice-agent", "actor": {"id": "alice", "tenant": "acme"}}])
     for name, args in (("checkpoint", ["checkpoint", files["store"], "--key-file", files["signer"]]),
                        ("proof", ["prove", "inclusion", files["store"], "--event", "e01"])):
         run = gamma_cli(*map(str, args))
@@ -295,8 +299,9 @@ def test_every_command_has_a_base_line() -> None:
     assert sorted(commands()) == sorted(BASE)
 
 
-# mcp serves stdin until it closes: it is tried below as a subprocess, with a timeout
-IN_PROCESS = sorted(set(BASE) - {"mcp"})
+# mcp serves stdin until it closes, serve until a signal: both are tried below as
+# subprocesses, with a timeout
+IN_PROCESS = sorted(set(BASE) - {"mcp", "serve"})
 
 
 @pytest.mark.parametrize("name", IN_PROCESS)
@@ -367,6 +372,23 @@ def test_real_processes(world: World) -> None:
         done = subprocess_gamma(*args)
         assert done.returncode == 2, (args, done.stderr)
         assert one_error_line(Run(done.returncode, done.stdout, done.stderr)) is None, (args, done.stderr)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("uvicorn") is None, reason="needs gamma[serve]")
+@pytest.mark.parametrize("slot", ["store", "callers"])
+def test_serve_refuses_hostile_files_before_it_serves(world: World, slot: str) -> None:
+    """``gamma serve`` checks its store and callers file before any worker starts: each hostile
+    file is one ``Error:`` line and exit 2 within the timeout (a server that started instead
+    would run until the timeout kills it), and nothing stored changes."""
+    before = world.snapshot()
+    for value in hostile_files(world):
+        args = ["serve", str(world.files["store"]), "--callers", str(world.files["callers"]),
+                "--port", "0"]  # fmt: skip
+        args[1 if slot == "store" else 3] = value
+        done = subprocess_gamma(*args, timeout=30)
+        assert done.returncode == 2, (label(world, value), done.stderr)
+        assert one_error_line(Run(done.returncode, done.stdout, done.stderr)) is None, done.stderr
+    assert world.snapshot() == before
 
 
 def test_python_m_gamma_is_quiet_on_success(world: World) -> None:

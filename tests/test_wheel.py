@@ -27,7 +27,7 @@ from gamma.integrations import install_hint
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "gamma-governance"  # PyPI's "gamma" is another project
-EXTRAS = ("mcp", "langgraph", "dask")  # the runtime extras (test and lint are for a checkout)
+EXTRAS = ("mcp", "langgraph", "dask", "serve")  # the runtime extras (test and lint are for a checkout)
 
 pytestmark = pytest.mark.wheel
 
@@ -137,6 +137,7 @@ def test_sdist_and_wheel_outside_the_checkout(tmp_path: Path) -> None:
         "from gamma.integrations.mcp import GammaMCP\n"
         "from gamma.integrations.langgraph import GovernedStore\n"
         "import gamma.review.on_dask  # the extra gamma-governance[dask]\n"
+        "from gamma.serve.app import create_app  # the extra gamma-governance[serve]\n"
         "alice = {'id': 'alice', 'tenant': 'acme', 'roles': ['sales'], 'scope': 'users/alice'}\n"
         "store = GovernedStore(gamma.Engine(), alice)\n"
         "store.put(('users', 'alice'), 'tone', {'value': 'concise'})\n"
@@ -145,6 +146,8 @@ def test_sdist_and_wheel_outside_the_checkout(tmp_path: Path) -> None:
         "assert not server.call('recall', {}).is_error\n"
         "print(json.load(open(schema_file('case')))['title'], corpus_dir())\n"
     )
+    served = _run(gamma, "serve", "--help", cwd=elsewhere)
+    assert served.returncode == 0 and "--callers" in served.stdout, served.stderr
     run = _run(python, "-c", probe, cwd=elsewhere)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith("gamma conformance case ")

@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keygen": ("proofs", "keygen_command"),
     "review": ("review", "review_command"),
     "mcp": ("mcp", "mcp_command"),
+    "serve": ("serve", "serve_command"),
 }
 
 

@@ -10,9 +10,9 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import structlog
@@ -31,6 +31,12 @@ from gamma.integrations import install_hint
 from gamma.review.run import Executor, Failure, Outcome, pool, run_replays, run_review, serial
 from gamma.review.spool import open_source
 from gamma.review.tasks import ReviewTask
+from gamma.storage.decisions import decision_log_path
+from gamma.storage.store import Store
+
+if TYPE_CHECKING:  # types only: the serve room loads when --decisions asks for it
+    from gamma.serve.replay import Refusal
+    from gamma.serve.types import Handler
 
 __all__ = ["review_command", "replay_command", "executor_for"]
 
@@ -213,17 +219,61 @@ def _records_replay(log: str, records_dir: str, policy_path: str | None,
             exit_with(1)
 
 
-def _replay_with_records() -> click.Command:
-    """``gamma replay`` with ``--records DIR``: the audit command's options plus ours.
+def server_decisions(store: str, callers_path: str | None) -> tuple[Mapping[str, Handler], Refusal]:
+    """The server's decision handlers by endpoint name (subject search bound to the callers of
+    ``callers_path``, the server's callers file; none when not given) and its refusals."""
+    # lazy: the serve room (AuthZEN, resolve, check, explain) loads only when --decisions asks
+    from gamma.serve.endpoints import handlers
+    from gamma.serve.identity import Callers
+    from gamma.serve.service import refusal
 
-    Without ``--records`` it is ``gamma replay --expect`` unchanged (gamma.cli.audit).
+    if callers_path is None:
+        return handlers(()), refusal
+    with Store.open(store, read_only=True) as opened:
+        policy = opened.policy
+    return handlers(Callers.load(callers_path, policy=policy)), refusal
+
+
+def _decisions_replay(store: str, callers_path: str | None, as_json: bool) -> None:
+    """Replay STORE's decision log (STORE.decisions): a summary, or one JSON line."""
+    from gamma.serve.replay import replay_decisions  # lazy: as server_decisions
+
+    with command("replay", log=store, decisions=str(decision_log_path(store))) as record:
+        handlers, refusal = server_decisions(store, callers_path)
+        result = replay_decisions(store, handlers=handlers, refusal=refusal)
+        if as_json:
+            click.echo(json.dumps(result.to_dict(), sort_keys=True))
+        else:
+            click.echo(result.render(), nl=False)
+        record.update(entries=result.entries, replayed=result.replayed,
+                      different=result.different, chain=result.chain.ok)  # fmt: skip
+    if not result.ok:
+        exit_with(1)
+
+
+def _replay_with_records() -> click.Command:
+    """``gamma replay`` with ``--records DIR`` or ``--decisions``: the audit command's options
+    plus ours.
+
+    Without either it is ``gamma replay --expect`` unchanged (gamma.cli.audit).
     """
     def callback(**kwargs: Any) -> None:
         records_dir = kwargs.pop("records_dir")
         workers, scheduler = kwargs.pop("workers"), kwargs.pop("scheduler")
+        callers_path = kwargs.pop("callers_path")
+        if callers_path is not None and not kwargs.get("decisions"):
+            raise click.UsageError("--callers goes with --decisions")
+        if kwargs.pop("decisions"):
+            given = [flag for flag, value in (("--expect", kwargs.get("expect")),
+                     ("--records", records_dir), ("--policy", kwargs.get("policy_path")),
+                     ("--workers", workers), ("--scheduler", scheduler)) if value is not None]  # fmt: skip
+            if given:
+                raise click.UsageError(f"--decisions replays a store's decision log: drop {', '.join(given)}")
+            _decisions_replay(kwargs["log"], callers_path, bool(kwargs.get("as_json")))
+            return
         if records_dir is None:
             if kwargs.get("expect") is None:
-                raise click.UsageError("give --expect AUDIT.json or --records DIR")
+                raise click.UsageError("give --expect AUDIT.json, --records DIR or --decisions")
             if workers is not None or scheduler is not None:
                 raise click.UsageError("--workers and --scheduler go with --records")
             click.get_current_context().invoke(single, **kwargs)
@@ -247,10 +297,20 @@ def _replay_with_records() -> click.Command:
                      help="With --records: a process pool of N workers."),
         click.Option(["--scheduler"], default=None, metavar="ADDRESS",
                      help="With --records: a Dask cluster (needs the dask extra)."),
+        click.Option(["--decisions"], is_flag=True, default=False,
+                     help="Replay the decision log gamma serve wrote beside the store LOG"
+                     " (LOG.decisions)."),
+        click.Option(["--callers", "callers_path"], type=click.Path(dir_okay=False),
+                     metavar="CALLERS.toml", default=None,
+                     help="With --decisions: the server's callers file (subject search lists them)."),
     ]  # fmt: skip
     help_text = (single.help or "") + (
         "\n\nWith --records DIR, replays every audit record in DIR, partitioned by"
         " tenant (--workers N or --scheduler ADDRESS); exit 0 only if all are identical."
+        "\n\nWith --decisions, LOG is a store served by gamma serve: verifies the hash chain"
+        " of LOG.decisions, runs every decision again over exactly the events it saw, as its"
+        " caller at its time, and compares the responses byte for byte, and finds every"
+        " write's events in LOG; exit 0 all the same, 1 a difference or a broken chain."
     )
     return click.Command("replay", callback=callback, params=params, help=help_text,
                          short_help=single.get_short_help_str())  # fmt: skip

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
 from gamma.core.canonical import compact_json, format_ts, sha256_hex
-from gamma.core.decisions import VISIBILITY_CODES, Excluded
+from gamma.core.decisions import VISIBILITY_CODES, Admitted, Excluded, Recomputed
+from gamma.core.engine import Decision
 from gamma.core.errors import InputError, TimestampOrderError, UnknownReferenceError, ValueTypeError
 from gamma.core.events import check_scope, normal_actor
 from gamma.core.model import Actor, Event
@@ -38,7 +39,17 @@ from gamma.scoring.findings import LogFacts, Validation, check_response, parse_s
 from gamma.storage.engine import Engine
 from gamma.storage.store import AppendResult
 
-__all__ = ["Binding", "Forgotten", "ReadOnlyError", "WriteScopeError", "Written", "utc_now"]
+__all__ = [
+    "Binding",
+    "Checks",
+    "Forgotten",
+    "ReadOnlyError",
+    "WriteScopeError",
+    "Written",
+    "relied_record",
+    "utc_now",
+    "visible_decision",
+]
 
 Value = str | int | bool
 
@@ -47,9 +58,53 @@ Value = str | int | bool
 NO_SUCH_FACT = "no fact by that id that {actor!r} can see"
 
 
+class Checks(Protocol):
+    """What ``visible_decision`` reads: ``gamma.Engine`` and ``EngineState`` both are."""
+
+    def check(
+        self, actor: Actor | Mapping[str, object], at: datetime | str, facts: Iterable[str]
+    ) -> dict[str, Decision]: ...
+
+
+def visible_decision(
+    view: Checks, actor: Actor, at: datetime, fact: str, *, auditor: bool = False
+) -> Decision | None:
+    """``fact``'s decision for ``actor`` at ``at``, or None when it is hidden from the actor
+    (excluded with a code of the visibility group), another tenant's, or not asserted by
+    ``at``: the one rule every surface answers by, so the three are told apart nowhere.
+
+    ``auditor``: the caller may read what is hidden from ``actor`` (its hidden facts are
+    then decisions; another tenant's and unasserted facts are still None)."""
+    try:
+        decision = view.check(actor, at, [fact])[fact]
+    except UnknownReferenceError:
+        return None
+    if not auditor and isinstance(decision, Excluded) and not VISIBILITY_CODES.isdisjoint(
+        decision.codes
+    ):
+        return None
+    return decision
+
+
+def relied_record(a: Admitted) -> dict[str, Any]:
+    """An admitted fact as a caller relying on it reads it (the MCP tools, the change feed):
+    a recomputed one with its inputs, never its stale stated value."""
+    out: dict[str, Any] = {"fact": a.fact, "key": a.key, "value": a.value, "scope": a.scope,
+           "authority": a.authority, "kind": a.kind, "priority": a.priority,
+           "needs_recheck": a.needs_recheck}  # fmt: skip
+    if isinstance(a, Recomputed):
+        out["inputs"] = {"events": list(a.inputs.events), "facts": list(a.inputs.facts)}
+    return out
+
+
 @attrs.frozen
 class Written:
-    """What a write appended: the facts its events name, their event ids, the append's result."""
+    """What a write appended: the facts its events name, their event ids, the append's result.
+
+    ``facts`` lists the ``fact`` of each event that names one, in order; an event that
+    names none (a key-wide ``grant`` or ``revoke``, an ``experience``) adds nothing there,
+    so ``facts`` lines up with ``events`` only when every event names a fact (as the
+    single event of ``remember`` and ``forget`` does)."""
 
     facts: tuple[str, ...]
     events: tuple[str, ...]
@@ -222,14 +277,7 @@ class Binding:
         at = self.now()
         for index, fact in enumerate(facts):
             where = f"{field}[{index}]" if field != "fact" else field
-            try:
-                decision = self.engine.check(self.actor, at, [fact])[fact]
-            except UnknownReferenceError:
-                decision = None
-            if decision is None or (
-                isinstance(decision, Excluded)
-                and any(code in VISIBILITY_CODES for code in decision.codes)
-            ):
+            if visible_decision(self.engine, self.actor, at, fact) is None:
                 raise UnknownReferenceError(NO_SUCH_FACT.format(actor=self.actor.id), field=where)
 
     def _effect(self, fact: str, written: Written) -> Forgotten:
@@ -289,14 +337,14 @@ class Binding:
                     event["authority"] = self.authority
                 event["id"] = "e-" + self._digest(event)
                 events.append(event)
+            # read before the append: nothing may fail once the write has landed
+            facts = tuple(str(e["fact"]) for e in events if e.get("fact") is not None)
+            ids = tuple(str(e["id"]) for e in events)
             try:
                 # as JSON lines: the text path checks what a hand-built object may skip
                 lines = [compact_json(event) for event in events]
                 result = self.engine.append(lines, source="<binding>")
-                return Written(
-                    facts=tuple(str(e["fact"]) for e in events),
-                    events=tuple(str(e["id"]) for e in events), result=result,
-                )
+                return Written(facts=facts, events=ids, result=result)
             except TimestampOrderError:
                 if attempt == 2:
                     raise

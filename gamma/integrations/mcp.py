@@ -27,12 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from gamma.core.canonical import format_ts
-from gamma.core.decisions import Admitted, Recomputed
 from gamma.core.errors import GammaError, InputError
 from gamma.core.model import KINDS
 from gamma.core.version import __version__
 from gamma.integrations import MissingExtraError
-from gamma.integrations.binding import Binding, Forgotten, Written
+from gamma.integrations.binding import Binding, Forgotten, Written, relied_record
 
 try:
     import anyio
@@ -228,7 +227,7 @@ class GammaMCP:
         resolution = self.binding.resolve(keys=keys)
         context = resolution.render("context", keys=keys)
         position = len(self.binding.engine)
-        facts = [_fact(a) for a in resolution.admitted]
+        facts = [relied_record(a) for a in resolution.admitted]
         at = format_ts(resolution.at)
         # at, position and head are what an auditor replays this call from (gamma resolve)
         record.update(at=at, position=position, head=resolution.log, admitted=len(facts),
@@ -253,16 +252,6 @@ class GammaMCP:
         out.update(effective=forgotten.effective, why=forgotten.why, detail=forgotten.detail)
         record.update(effective=forgotten.effective, why=forgotten.why)
         return json.dumps(out, sort_keys=True), out
-
-
-def _fact(a: Admitted) -> dict[str, Any]:
-    """One admitted fact for the model: a recomputed one with its inputs, never its stale value."""
-    out: dict[str, Any] = {"fact": a.fact, "key": a.key, "value": a.value, "scope": a.scope,
-           "authority": a.authority, "kind": a.kind, "priority": a.priority,
-           "needs_recheck": a.needs_recheck}  # fmt: skip
-    if isinstance(a, Recomputed):
-        out["inputs"] = {"events": list(a.inputs.events), "facts": list(a.inputs.facts)}
-    return out
 
 
 def _written(written: Written, record: CallRecord) -> tuple[str, dict[str, Any]]:

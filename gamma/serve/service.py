@@ -1,0 +1,468 @@
+"""One worker's state: the engine over the store, the decision log, and the freshness waits.
+
+A store-backed ``gamma.Engine`` writes only from the thread that opened the store's
+SQLite connection, so every engine call runs on one thread of this worker, the
+engine thread (``call``): the event loop stays free to read requests while one
+decides, a request that runs past its time limit is answered (504) while its work
+finishes there, and no other thread calls the engine (the change feed's
+``events_since`` only copies a slice of its append-only event list, and ``len``
+reads the token the engine thread last set). Before each decision the engine reads
+what other workers appended (``refresh``), so several workers over one store agree
+once each has read to the same position. A request without a time is decided at the
+clock, but never before the last event of the log it is decided over: a revoke
+stamped within the current second is in force for every decision that holds it.
+
+A decision (or a write) is recorded in the decision log on the engine thread, after
+the handler and before anything is returned: if the record fails, the caller gets
+503 and never the decision (fail closed). Handler refusals (400, 403) are recorded
+too, with their status, so the log holds every answer the server gave about the
+store; requests that never reached a handler (401, 413, a freshness wait that ran
+out) are not decisions and are not recorded.
+
+Freshness tokens are MACs under the deployment's token key, which the decision log keeps
+(``gamma.serve.freshness``): every worker that opens the log reads the same key, so a
+token one worker returned is checked by any other, and after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from gamma.audit.checkpoint import SignerKey, parse_signer, sign_checkpoint
+from gamma.core.canonical import format_ts
+from gamma.core.convert import converter
+from gamma.core.engine import EngineState
+from gamma.core.errors import InputError
+from gamma.core.merkle import prove_inclusion
+from gamma.core.model import Event
+from gamma.core.policy import Policy
+from gamma.serve import endpoints
+from gamma.serve.errors import DecisionLogError, Forbidden, NotFresh, ServeError
+from gamma.serve.freshness import Token
+from gamma.serve.identity import Callers
+from gamma.serve.metrics import Metrics
+from gamma.serve.types import Caller, Handler, View
+from gamma.storage.decisions import (
+    DecisionEntry,
+    DecisionLog,
+    DecisionLogFailure,
+    decision_log_path,
+)
+from gamma.storage.engine import Engine
+from gamma.storage.store import Store, check_key, read_key_file
+
+__all__ = [
+    "Answer",
+    "KEY_ENV",
+    "NotConfigured",
+    "POLL",
+    "Service",
+    "chain_key",
+    "error_body",
+    "refusal",
+    "utc_second",
+]
+
+T = TypeVar("T")
+
+#: Seconds between reads of the store while a request waits for it to grow.
+POLL = 0.005
+#: The chain key of a keyed store when no file names it (as the CLI reads it).
+KEY_ENV = "GAMMA_CHAIN_KEY"
+#: How many (position -> Merkle root) pairs a worker remembers for checking tokens.
+ROOTS_KEPT = 4096
+
+
+class NotConfigured(ServeError):
+    """The server was started without what this endpoint needs (a signer key): 404."""
+
+    status = 404
+
+
+@attrs.frozen
+class Answer:
+    """What the app sends back: the status, the JSON body and the token of the log it saw."""
+
+    status: int
+    body: dict[str, Any]
+    token: Token
+
+
+def utc_second() -> datetime:
+    """The server's clock: UTC, whole seconds (what a request without a time is decided at)."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def chain_key(path: str | None) -> bytes | None:
+    """A keyed store's chain key: the file named, else ``$GAMMA_CHAIN_KEY``, else None."""
+    if path is not None:
+        return read_key_file(path)
+    text = os.environ.get(KEY_ENV, "").strip()
+    return check_key(text.encode("utf-8")) if text else None
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def refusal(exc: Exception) -> tuple[int, dict[str, Any]]:
+    """A handler's refusal as the server answers it (and the decision log records it):
+    Forbidden 403, an input error 400; anything else is no refusal and is raised again."""
+    if isinstance(exc, Forbidden):
+        return exc.status, error_body("forbidden", str(exc))
+    if isinstance(exc, InputError):
+        return 400, error_body("invalid_request", str(exc))
+    raise exc
+
+
+class Service:
+    """The engine, decision log, callers and metrics of one worker.
+
+    ``start`` opens the store and the decision log on the engine thread; ``stop``
+    closes them. Attributes read on the event loop (``token``, ``started``) are
+    replaced whole on the engine thread, never mutated.
+    """
+
+    def __init__(
+        self,
+        store: str | Path,
+        callers: str | Path,
+        *,
+        fresh_wait: float,
+        signer: SignerKey | None = None,
+        key: bytes | None = None,
+        clock: Callable[[], datetime] = utc_second,
+    ) -> None:
+        self.store_path = Path(store)
+        self.callers_path = Path(callers)
+        self.callers: Callers | None = None  # read at start, on the store's policy's ladders
+        self.handlers: dict[str, Handler] = {}
+        self.fresh_wait = fresh_wait
+        self.signer = signer
+        self.metrics = Metrics.new()
+        self.token: Token | None = None
+        self._key = key
+        self._clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gamma-engine")
+        self._engine: Engine | None = None
+        self._decisions: DecisionLog | None = None
+        self._exact: EngineState | None = None  # the last at-exact view, kept for the next
+        self._roots: OrderedDict[int, str] = OrderedDict()
+        self._tree_store: Store | None = None  # read-only: the stored Merkle tree
+        self._token_key: bytes | None = None  # the decision log's: every worker's tokens
+
+    @classmethod
+    def from_files(
+        cls, store: str | Path, callers: str | Path, *, fresh_wait: float,
+        signer_key: str | None = None, chain_key_file: str | None = None,
+    ) -> Service:
+        """A service over ``store`` for the callers of the callers file; keys read from files."""
+        signer = None
+        if signer_key is not None:
+            try:
+                text = Path(signer_key).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise InputError(f"cannot read the signer key: {exc.strerror}",
+                                 source=signer_key) from None
+            signer = parse_signer(text, source=signer_key)
+        return cls(store, callers, fresh_wait=fresh_wait, signer=signer,
+                   key=chain_key(chain_key_file))
+
+    # -- the engine thread ---------------------------------------------------------------
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the engine thread (the only thread that touches the engine)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+
+    @property
+    def started(self) -> bool:
+        return self._engine is not None
+
+    async def start(self) -> None:
+        await self.call(self._open)
+
+    async def stop(self) -> None:
+        await self.call(self._close)
+        self._pool.shutdown(wait=True)
+
+    def _open(self) -> None:
+        engine = Engine.open(self.store_path, key=self._key)
+        try:
+            self.callers = Callers.load(self.callers_path, policy=engine.policy)
+            self.handlers = endpoints.handlers(self.callers)
+            self._decisions = DecisionLog.open(decision_log_path(self.store_path))
+            self._token_key = self._decisions.token_key
+            self._tree_store = Store.open(self.store_path, read_only=True)
+        except BaseException:
+            if self._decisions is not None:
+                self._decisions.close()
+            engine.close()
+            raise
+        self._engine = engine
+        self._note()
+
+    def _close(self) -> None:
+        if self._tree_store is not None:
+            self._tree_store.close()
+        if self._decisions is not None:
+            self._decisions.close()
+        if self._engine is not None:
+            self._engine.close()
+        self._engine = None
+
+    @property
+    def tree_store(self) -> Store:
+        """The store opened read-only for its Merkle tree (on the engine thread only)."""
+        if self._tree_store is None:
+            raise ServeError("the store is not open yet")
+        return self._tree_store
+
+    @property
+    def token_key(self) -> bytes:
+        """The deployment's freshness-token key (kept in the decision log, shared by workers)."""
+        if self._token_key is None:
+            raise ServeError("the store is not open yet")
+        return self._token_key
+
+    def token_at(self, position: int) -> Token:
+        """The token of the log's first ``position`` events (engine thread)."""
+        return Token.make(self.token_key, position, self._root_at(position))
+
+    @property
+    def engine(self) -> Engine:
+        """The engine (on the engine thread only)."""
+        if self._engine is None:
+            raise ServeError("the store is not open yet")
+        return self._engine
+
+    def _note(self) -> None:
+        """Remember the log's token after a read (the position gauge too)."""
+        head = self.engine.tree_head
+        self._roots[head.size] = head.root
+        self._roots.move_to_end(head.size)
+        while len(self._roots) > ROOTS_KEPT:
+            self._roots.popitem(last=False)
+        self.token = Token.make(self.token_key, head.size, head.root)
+        self.metrics.position.set(head.size)
+
+    def refresh(self) -> int:
+        """Read what other workers appended; the events now held (engine thread)."""
+        if self.engine.refresh():
+            self._note()
+        return len(self.engine)
+
+    # -- what the change feed reads (gamma.serve.watch.Source) ---------------------------
+
+    @property
+    def policy(self) -> Policy:
+        return self.engine.policy
+
+    def __len__(self) -> int:
+        return 0 if self.token is None else self.token.position
+
+    def events_since(self, position: int) -> Sequence[Event]:
+        """The events after ``position`` that this worker holds (a copy of a prefix of them)."""
+        return self.engine.events_since(position)[: max(0, len(self) - position)]
+
+    async def wait_for_growth(self, position: int, timeout: float) -> int:
+        """The events held once more than ``position`` are, or when ``timeout`` seconds pass."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            held = await self.call(self.refresh)
+            left = deadline - loop.time()
+            if held > position or left <= 0:
+                return held
+            await asyncio.sleep(min(POLL, left))
+
+    # -- freshness -----------------------------------------------------------------------
+
+    async def reach(self, token: Token) -> None:
+        """Wait (up to the configured limit) until this worker holds ``token``'s position."""
+        if token.position <= len(self):
+            return
+        held = await self.wait_for_growth(token.position - 1, self.fresh_wait)
+        if held < token.position:
+            raise NotFresh(f"the log has not reached position {token.position} here within"
+                           f" {self.fresh_wait:g} s (it holds {held})")
+
+    def _root_at(self, position: int) -> str:
+        """The Merkle root over the first ``position`` events held (engine thread): as noted
+        after a read, the engine's own when it holds exactly that many, else from the
+        store's stored tree (O(log² n) reads of its perfect subtrees, never a fold of the
+        log)."""
+        root = self._roots.get(position)
+        if root is not None:
+            return root
+        head = self.engine.tree_head
+        if head.size == position:
+            return head.root
+        return self.tree_store.tree_head(position).root
+
+    def _check_root(self, token: Token, field: str) -> None:
+        """The token is this deployment's MAC over the log's root at its position (400 if not:
+        another log's, another deployment's, or forged)."""
+        if not token.matches(self.token_key, self._root_at(token.position)):
+            raise InputError("the token is not of this log: its MAC does not match the log at"
+                             " its position", field=field)  # fmt: skip
+
+    def _view(self, fresh: Token | None, exact: Token | None) -> tuple[View, Token, datetime | None]:
+        """The view a request is decided over, its token and its last event's ``ts``
+        (engine thread)."""
+        self.refresh()
+        engine = self.engine
+        if fresh is not None:
+            self._check_root(fresh, "Gamma-At-Least-As-Fresh")
+        if exact is None or exact.position == len(engine):
+            if exact is not None:
+                self._check_root(exact, "Gamma-At-Exact")
+            last = engine.events_since(len(engine) - 1) if len(engine) else ()
+            return engine, Token.of(engine, self.token_key), last[-1].ts if last else None
+        if exact.position > len(engine):
+            raise NotFresh(f"the log has not reached position {exact.position} here")
+        self._check_root(exact, "Gamma-At-Exact")
+        state = self._exact
+        if state is None or len(state) != exact.position:
+            state = EngineState(engine.policy)
+            state.extend(engine.events_since(0)[: exact.position])
+            self._exact = state
+        return state, exact, state.events[-1].ts if state.events else None
+
+    # -- decisions -------------------------------------------------------------------------
+
+    async def decide(
+        self, endpoint: str, caller: Caller, body: Mapping[str, Any], *,
+        fresh: Token | None = None, exact: Token | None = None,
+    ) -> Answer:
+        """Decide one request over the view asked for, recorded before it is returned."""
+        for token in (fresh, exact):
+            if token is not None:
+                await self.reach(token)
+        return await self.call(self._decide, endpoint, caller, body, fresh, exact)
+
+    def _decide(
+        self, endpoint: str, caller: Caller, body: Mapping[str, Any],
+        fresh: Token | None, exact: Token | None,
+    ) -> Answer:
+        view, token, last = self._view(fresh, exact)
+        handler = self.handlers[endpoint]
+        # never before the view's last event: a revocation stamped within this second (or
+        # by another worker's clock) is in force for every decision over a log that holds it
+        now = self._clock() if last is None else max(self._clock(), last)
+        started = time.perf_counter()
+        at = now
+        try:
+            at = endpoints.request_time(endpoint, body, now)
+            status, response = 200, handler(view, caller, at, body)
+        except (InputError, Forbidden) as exc:
+            status, response = refusal(exc)
+        elapsed = time.perf_counter() - started
+        self._record(endpoint, caller, body, view, token, at, status, response, elapsed)
+        return Answer(status, response, token)
+
+    async def append(self, caller: Caller, body: Mapping[str, Any]) -> Answer:
+        """Append as the caller (``endpoints.append``), recorded before it is returned."""
+        return await self.call(self._append, caller, body)
+
+    def _append(self, caller: Caller, body: Mapping[str, Any]) -> Answer:
+        self.refresh()
+        engine = self.engine
+        started = time.perf_counter()
+        try:
+            status, response = 200, endpoints.append(engine, caller, body)
+        except (InputError, Forbidden) as exc:
+            status, response = refusal(exc)
+        elapsed = time.perf_counter() - started
+        self._note()
+        token = Token.of(engine, self.token_key)
+        self._record("append", caller, body, engine, token, self._clock(), status, response,
+                     elapsed)
+        return Answer(status, response, token)
+
+    def _record(
+        self, endpoint: str, caller: Caller, body: Mapping[str, Any], view: View, token: Token,
+        at: datetime, status: int, response: dict[str, Any], elapsed: float,
+    ) -> None:
+        """Write the decision log's row, or fail the request closed (DecisionLogError)."""
+        if self._decisions is None:
+            raise DecisionLogError("the decision log is not open: nothing is decided unlogged")
+        entry = DecisionEntry(
+            endpoint=endpoint, caller=caller.name, actor=converter.unstructure(caller.actor),
+            on_behalf=endpoints.on_behalf(view, caller, endpoint, body), at=format_ts(at),
+            request=dict(body), position=token.position, root=self._root_at(token.position),
+            token=token.encode(),
+            policy=view.policy.digest, status=status, response=response,
+            reasons=endpoints.reasons(response) if status == 200 else [],
+            duration_ms=round(elapsed * 1000, 3), auditor=caller.auditor,
+        )
+        try:
+            self._decisions.record(entry)
+        except DecisionLogFailure as exc:
+            raise DecisionLogError(f"the decision log could not be written, so nothing is"
+                                   f" answered: {exc}") from exc
+        self.metrics.decided(endpoint, endpoints.outcome(status, response))
+
+    # -- proofs and checkpoints (auditors only) -----------------------------------------------
+
+    @staticmethod
+    def _auditor(caller: Caller, what: str) -> None:
+        """Proofs and checkpoints are the auditor's: an inclusion path holds the leaf hashes of
+        other events (hidden ones of the caller's own tenant too) and a checkpoint the root
+        over every value, so either would let an agent check a guess of a hidden value."""
+        if not caller.auditor:
+            raise Forbidden(f"caller {caller.name!r} is not an auditor: {what} commits to"
+                            " values it may not see, so only an auditor may have it")
+
+    async def prove(self, caller: Caller, event_id: str) -> Answer:
+        return await self.call(self._prove, caller, event_id)
+
+    def _prove(self, caller: Caller, event_id: str) -> Answer:
+        """An inclusion proof of an event in the log held now, for an auditor (403 otherwise).
+
+        The path comes from the store's tree; a client checks it against a tree head it
+        trusts (a checkpoint this server signed over the events it validated), so a tree
+        table that lies only yields a proof that fails there."""
+        self._auditor(caller, "an inclusion proof")
+        self.refresh()
+        engine, store = self.engine, self.tree_store
+        size = len(engine)
+        position = store.position_of(event_id)
+        event = None
+        if position is not None and position <= size:
+            event = engine.events_since(position - 1)[0]
+        line = endpoints.provable(event, caller)  # another tenant's: as if it were not there
+        assert position is not None
+        proof = prove_inclusion(store.tree(size), position - 1, size)
+        return Answer(200, {"proof": proof.to_dict(), "event_line": line}, self.token_at(size))
+
+    async def checkpoint(self, caller: Caller) -> Answer:
+        return await self.call(self._checkpoint, caller)
+
+    def _checkpoint(self, caller: Caller) -> Answer:
+        """The log's tree head now, signed with the server's signer key (C2SP signed note),
+        for an auditor (403 otherwise)."""
+        self._auditor(caller, "a checkpoint")
+        if self.signer is None:
+            raise NotConfigured("this server signs no checkpoints: start it with --signer-key")
+        self.refresh()
+        head = self.engine.tree_head
+        note = sign_checkpoint(head, self.signer)
+        return Answer(200, {"checkpoint": note, **head.to_dict()},
+                      Token.make(self.token_key, head.size, head.root))
+
+    async def ready(self) -> int:
+        """The events held after reading the store (the store answers: ready)."""
+        return await self.call(self.refresh)
+

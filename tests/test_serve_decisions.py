@@ -1,0 +1,555 @@
+"""The decision log of ``gamma serve`` (hash chain, several writers, fail closed), freshness
+tokens, and the replay of a log against its store (``gamma replay --decisions``)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+import pytest
+from helpers import A, R, actor
+
+from gamma.cli import main
+from gamma.core.canonical import format_ts
+from gamma.core.engine import EngineState
+from gamma.core.errors import InputError
+from gamma.serve.errors import Forbidden
+from gamma.serve.freshness import Token
+from gamma.serve.replay import Refusal, replay_decisions, statuses_only
+from gamma.serve.types import Caller, Handler, View
+from gamma.storage.decisions import (
+    GENESIS_HEX,
+    DecisionEntry,
+    DecisionLog,
+    DecisionLogFailure,
+    decision_log_path,
+)
+from gamma.storage.engine import Engine
+from gamma.storage.store import Store
+
+AT = "2031-01-01T00:00:00Z"
+ROOT = "ab" * 32
+MAC = "ef" * 32
+KEY = bytes(range(32))
+#: Records per process in the two-writer test: enough that the two overlap.
+PER = 300
+
+
+def entry(n: int = 0, **changes: Any) -> DecisionEntry:
+    base = DecisionEntry(
+        endpoint="evaluation", caller="alice-agent",
+        actor={"id": "alice", "tenant": "acme"}, on_behalf=None, at=AT,
+        request={"resource": {"type": "fact", "id": f"f{n}"}}, position=n, root=ROOT,
+        token=f"gt1.{n}.{MAC}", policy="cd" * 32, status=200, response={"decision": n % 2 == 0}, reasons=[],
+        duration_ms=0.5,
+    )  # fmt: skip
+    return attrs.evolve(base, **changes)
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    """A plain connection to the log, its append-only triggers dropped (as a tamperer would)."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    for name in ("decisions_no_update", "decisions_no_delete", "decisions_in_order"):
+        conn.execute(f"DROP TRIGGER {name}")
+    return conn
+
+
+# -- freshness tokens --------------------------------------------------------------------
+
+
+class TestToken:
+    @pytest.mark.parametrize("position", [0, 1, 1042, 2**53 - 1])
+    def test_round_trip(self, position: int) -> None:
+        token = Token(position=position, mac=MAC)
+        text = token.encode()
+        assert text == f"gt1.{position}.{MAC}"
+        assert Token.decode(text, field="since") == token
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "", "gt1", f"gt1..{MAC}", f"gt1.01.{MAC}", f"gt1.-1.{MAC}", f"gt1.+1.{MAC}",
+            f"gt1.1.{MAC.upper()}", f"gt1.1.{MAC[:-1]}", f"gt1.1.{MAC}0", f"gt2.1.{MAC}",
+            f"GT1.1.{MAC}", f" gt1.1.{MAC}", f"gt1.1.{MAC}\n", f"gt1.1.{MAC}.", f"gt1.1 .{MAC}",
+            f"gt1.\u0661.{MAC}", f"gt1.1_0.{MAC}", f"gt1.{2**53}.{MAC}", f"gt1.{'9' * 5000}.{MAC}",
+        ],
+    )  # fmt: skip
+    def test_malformed_is_an_input_error_naming_the_field(self, text: str) -> None:
+        with pytest.raises(InputError) as caught:
+            Token.decode(text, field="Gamma-At-Least-As-Fresh")
+        assert caught.value.field == "Gamma-At-Least-As-Fresh"
+
+    def test_not_a_string(self) -> None:
+        with pytest.raises(InputError) as caught:
+            Token.decode(1042, field="since")
+        assert caught.value.field == "since"
+
+    def test_construction_checks_its_fields(self) -> None:
+        with pytest.raises(InputError):
+            Token(position=-1, mac=MAC)
+        with pytest.raises(InputError):
+            Token(position=True, mac=MAC)
+        with pytest.raises(InputError):
+            Token(position=1, mac=MAC.upper())
+
+    def test_of_a_view_is_a_mac_over_its_tree_head_never_the_root(self) -> None:
+        """The token commits to the root only through the key's MAC: the root (which commits
+        to every value, hidden ones too) is nowhere in it, and it matches that root only."""
+        state = EngineState()
+        state.append([json.dumps(e) for e in _events(3)])
+        head = state.tree_head
+        token = Token.of(state, KEY)
+        assert token.position == 3 and head.root not in token.encode()
+        domain = b"gamma-token/1\x00" + (3).to_bytes(8, "big") + bytes.fromhex(head.root)
+        assert token.mac == hmac.new(KEY, domain, hashlib.sha256).hexdigest()
+        assert token.matches(KEY, head.root)
+        assert not token.matches(bytes(32), head.root)  # another deployment's key
+        state.append([json.dumps(_events(4)[-1])])
+        assert not token.matches(KEY, state.tree_head.root)  # another log (prefix)
+        assert Token.of(state, KEY).position == 4 and Token.of(state, KEY).mac != token.mac
+        with pytest.raises(InputError):
+            Token.of(state, b"short")
+
+
+class TestTokenKey:
+    def test_made_once_and_kept_with_the_log(self, tmp_path: Path) -> None:
+        """Every writer opening the log, at once or later, and a reader, read one key."""
+        path = tmp_path / "s.db.decisions"
+        with ThreadPoolExecutor(4) as pool:
+            logs = list(pool.map(lambda _: DecisionLog.open(path), range(8)))
+        keys = {log.token_key for log in logs}
+        for log in logs:
+            log.close()
+        assert len(keys) == 1 and len(next(iter(keys)) or b"") == 32
+        with DecisionLog.open(path) as again, DecisionLog.open(path, read_only=True) as reader:
+            assert again.token_key == reader.token_key == next(iter(keys))
+        other = tmp_path / "t.db.decisions"
+        with DecisionLog.open(other) as log:
+            assert log.token_key not in keys  # random: another deployment, another key
+
+    def test_a_log_without_a_key_gets_one_from_its_first_writer(self, tmp_path: Path) -> None:
+        path = tmp_path / "s.db.decisions"
+        DecisionLog.open(path).close()
+        conn = sqlite3.connect(str(path), isolation_level=None)
+        conn.execute("DELETE FROM decision_meta WHERE name = 'token_key'")
+        conn.close()
+        with DecisionLog.open(path, read_only=True) as reader:
+            assert reader.token_key is None
+        with DecisionLog.open(path) as log:
+            assert log.token_key is not None and len(log.token_key) == 32
+
+
+# -- the decision log --------------------------------------------------------------------
+
+
+class TestDecisionLog:
+    def test_path_is_beside_the_store(self, tmp_path: Path) -> None:
+        assert decision_log_path(tmp_path / "s.db") == tmp_path / "s.db.decisions"
+
+    def test_records_in_order_and_the_chain_is_sha256_of_previous_and_entry(self, tmp_path: Path) -> None:
+        path = tmp_path / "log.decisions"
+        entries = [entry(n) for n in range(5)]
+        with DecisionLog.open(path) as log:
+            assert [log.record(e) for e in entries] == [1, 2, 3, 4, 5]
+            assert list(log.entries()) == list(enumerate(entries, start=1))
+            report = log.verify()
+            head = log.head()
+        expected = bytes(32)
+        for e in entries:  # computed here independently of the module
+            data = json.dumps(e.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+            expected = hashlib.sha256(expected + data).digest()
+        assert report.ok and report.entries == 5
+        assert report.head == head[1] == expected.hex() and head[0] == 5
+
+    def test_an_empty_log_verifies(self, tmp_path: Path) -> None:
+        with DecisionLog.open(tmp_path / "log.decisions") as log:
+            assert log.verify().to_dict() == {"broken": None, "entries": 0, "head": GENESIS_HEX,
+                                              "ok": True, "problem": None, "seq": 0}  # fmt: skip
+
+    def test_rows_are_append_only_in_sqlite_itself(self, tmp_path: Path) -> None:
+        path = tmp_path / "log.decisions"
+        with DecisionLog.open(path) as log:
+            log.record(entry(1))
+        conn = sqlite3.connect(str(path), isolation_level=None)
+        for sql in ("UPDATE decisions SET entry = '{}'", "DELETE FROM decisions",
+                    "INSERT INTO decisions (seq, entry, hash) VALUES (5, '{}', 'x')"):  # fmt: skip
+            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                conn.execute(sql)
+
+    def _tampered(self, tmp_path: Path, sql: str) -> Any:
+        path = tmp_path / "log.decisions"
+        with DecisionLog.open(path) as log:
+            for n in range(5):
+                log.record(entry(n))
+        conn = raw(path)
+        conn.executescript(sql)
+        conn.close()
+        with DecisionLog.open(path, read_only=True) as log:
+            return log.verify()
+
+    def test_an_edited_row_is_found(self, tmp_path: Path) -> None:
+        edited = entry(2, response={"decision": False}).canonical().decode()
+        report = self._tampered(tmp_path, f"UPDATE decisions SET entry = '{edited}' WHERE seq = 3")
+        assert not report.ok and report.broken == 3 and report.entries == 2
+
+    def test_a_deleted_row_is_found(self, tmp_path: Path) -> None:
+        report = self._tampered(tmp_path, "DELETE FROM decisions WHERE seq = 2")
+        assert not report.ok and report.broken == 3 and "missing" in (report.problem or "")
+
+    def test_reordered_rows_are_found(self, tmp_path: Path) -> None:
+        # rows 2 and 3 swapped whole (entry and hash), seqs kept in order
+        report = self._tampered(tmp_path, """
+            UPDATE decisions SET seq = -2 WHERE seq = 2;
+            UPDATE decisions SET seq = 2 WHERE seq = 3;
+            UPDATE decisions SET seq = 3 WHERE seq = -2;
+        """)
+        assert not report.ok and report.broken == 2
+
+    def test_a_row_in_other_json_spelling_is_found(self, tmp_path: Path) -> None:
+        """Same entry, other bytes, hash recomputed for them: not the canonical row."""
+        path = tmp_path / "log.decisions"
+        with DecisionLog.open(path) as log:
+            log.record(entry(0))
+        spelled = json.dumps(entry(0).to_dict(), indent=1)
+        digest = hashlib.sha256(bytes(32) + spelled.encode()).hexdigest()
+        conn = raw(path)
+        conn.execute("UPDATE decisions SET entry = ?, hash = ? WHERE seq = 1", (spelled, digest))
+        conn.close()
+        with DecisionLog.open(path) as log:
+            report = log.verify()
+        assert report.broken == 1 and "canonical" in (report.problem or "")
+
+    def test_fails_closed_when_it_cannot_write(self, tmp_path: Path) -> None:
+        path = tmp_path / "log.decisions"
+        holder = DecisionLog.open(path)
+        blocker = sqlite3.connect(str(path), isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        with DecisionLog.open(path, busy_timeout=0.05) as log:
+            with pytest.raises(DecisionLogFailure):
+                log.record(entry(1))
+            blocker.execute("ROLLBACK")
+            assert log.record(entry(1)) == 1  # and recovers once the lock is free
+        holder.close()
+
+    def test_an_entry_that_is_not_json_fails_closed(self, tmp_path: Path) -> None:
+        with DecisionLog.open(tmp_path / "log.decisions") as log:
+            with pytest.raises(DecisionLogFailure):
+                log.record(entry(1, request={"n": 2**70}))
+            assert len(log) == 0
+
+    def test_refuses_what_is_not_a_decision_log(self, tmp_path: Path) -> None:
+        store = tmp_path / "s.db"
+        Store.init(store).close()
+        with pytest.raises(InputError, match="not a decision log"):
+            DecisionLog.open(store)
+        text = tmp_path / "notes.txt"
+        text.write_text("hello")
+        with pytest.raises(InputError, match="SQLite"):
+            DecisionLog.open(text)
+        with pytest.raises(InputError, match="no such"):
+            DecisionLog.open(tmp_path / "missing.decisions", read_only=True)
+        assert not (tmp_path / "missing.decisions").exists()
+
+    def test_threads_of_one_worker_share_a_log(self, tmp_path: Path) -> None:
+        """A server's thread pool records through one open log."""
+        with DecisionLog.open(tmp_path / "log.decisions", synchronous="full") as log:
+            with ThreadPoolExecutor(4) as pool:
+                seqs = list(pool.map(lambda n: log.record(entry(n)), range(100)))
+            assert sorted(seqs) == list(range(1, 101))
+            assert log.verify().entries == 100
+        with pytest.raises(InputError) as caught:
+            DecisionLog.open(tmp_path / "log.decisions", synchronous="off")  # type: ignore[arg-type]
+        assert caught.value.field == "synchronous"
+
+    def test_two_processes_recording_at_once_keep_one_chain(self, tmp_path: Path) -> None:
+        path = tmp_path / "log.decisions"
+        DecisionLog.open(path).close()
+        go = tmp_path / "go"
+        script = textwrap.dedent("""
+            import sys, time
+            from pathlib import Path
+            from gamma.storage.decisions import DecisionEntry, DecisionLog
+            path, worker, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+            with DecisionLog.open(path) as log:
+                Path(f"{go}.{worker}").touch()
+                while not go.exists():
+                    time.sleep(0.001)
+                for n in range(PER):
+                    log.record(DecisionEntry(endpoint="resolve", caller=worker, actor={}, on_behalf=None,
+                        at="2031-01-01T00:00:00Z", request={"n": n}, position=0, root="0" * 64,
+                        token="gt1.0." + "0" * 64, policy="p", status=200, response={}, reasons=[], duration_ms=0.1))
+                    time.sleep(0.0002)  # a request's own work between two records
+        """).replace("PER", str(PER))
+        workers = ("w1", "w2")
+        procs = [subprocess.Popen([sys.executable, "-c", script, str(path), w, str(go)],
+                                  stderr=subprocess.PIPE, text=True) for w in workers]  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not all(Path(f"{go}.{w}").exists() for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        go.touch()
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+        with DecisionLog.open(path, read_only=True) as log:
+            report = log.verify()
+            rows = [(e.caller, e.request["n"]) for _, e in log.entries()]
+        assert report.ok and report.entries == 2 * PER
+        for worker in workers:  # each worker's records all there, in its own order
+            assert [n for w, n in rows if w == worker] == list(range(PER))
+        switches = sum(a[0] != b[0] for a, b in itertools.pairwise(rows))
+        assert switches > 1, "the two writers did not overlap: the test proved nothing"
+
+
+# -- replay ------------------------------------------------------------------------------
+
+
+def _events(n: int) -> list[dict[str, Any]]:
+    return [{"id": f"e{i}", "type": "assert", "actor": "writer", "tenant": "acme", "fact": f"f{i}",
+             "key": f"k{i}", "value": i, "ts": format_ts(datetime(2026, 3, 1, 9, i))}
+            for i in range(1, n + 1)]  # fmt: skip
+
+
+def h_resolve(view: View, caller: Caller, at: datetime, body: Mapping[str, Any]) -> dict[str, Any]:
+    res = view.resolve(caller.actor, at)
+    return {"admitted": [a.fact for a in res.admitted],
+            "excluded": {x.fact: list(x.codes) for x in res.excluded}}  # fmt: skip
+
+
+def h_check(view: View, caller: Caller, at: datetime, body: Mapping[str, Any]) -> dict[str, Any]:
+    fact = body.get("fact")
+    if not isinstance(fact, str):
+        raise InputError("a fact id", field="fact")
+    decision = view.check(caller.actor, at, [fact])[fact]
+    return {"fact": fact, "codes": list(getattr(decision, "codes", ()))}
+
+
+HANDLERS: dict[str, Handler] = {"resolve": h_resolve, "check": h_check}
+ALICE = Caller(name="alice-agent", actor=actor("alice"))
+
+
+class Server:
+    """What the server does around a handler, minus HTTP: decide over a view, record the entry."""
+
+    def __init__(self, path: Path, handlers: Mapping[str, Handler] = HANDLERS,
+                 refusal: Refusal = statuses_only) -> None:  # fmt: skip
+        Store.init(path).close()
+        self.path = path
+        self.handlers = handlers
+        self.refusal = refusal
+        self.engine = Engine.open(path)
+        self.log = DecisionLog.open(decision_log_path(path))
+
+    def decide(self, endpoint: str, body: dict[str, Any], *, view: Any = None, caller: Caller = ALICE,
+               at: str = AT, tamper: dict[str, Any] | None = None) -> int:  # fmt: skip
+        view = self.engine if view is None else view
+        try:
+            status, response = 200, self.handlers[endpoint](view, caller, datetime.fromisoformat(at), body)
+        except (InputError, Forbidden) as exc:
+            status, answered = self.refusal(exc)
+            response = answered or {"error": str(exc)}
+        return self.log.record(self._entry(endpoint, body, view, caller, at, status,
+                                           tamper or response))  # fmt: skip
+
+    def append(self, events: list[dict[str, Any]], *, recorded: list[dict[str, Any]] | None = None) -> int:
+        result = self.engine.append([json.dumps(e) for e in events])
+        return self.log.record(self._entry("append", {"events": recorded or events}, self.engine,
+                                           ALICE, AT, 200, result.to_dict()))  # fmt: skip
+
+    def _entry(self, endpoint: str, body: dict[str, Any], view: Any, caller: Caller, at: str,
+               status: int, response: dict[str, Any]) -> DecisionEntry:  # fmt: skip
+        assert self.log.token_key is not None
+        token = Token.of(view, self.log.token_key)
+        return DecisionEntry(endpoint=endpoint, caller=caller.name, actor=attrs.asdict(caller.actor),
+                             on_behalf=None, at=at, request=body, position=token.position,
+                             root=view.tree_head.root, token=token.encode(),
+                             policy=view.policy.digest, status=status,
+                             response=response, reasons=[], duration_ms=1.25,
+                             auditor=caller.auditor)  # fmt: skip
+
+    def close(self) -> None:
+        self.engine.close()
+        self.log.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Any:
+    """A store served for a while: writes, decisions before and after a retraction, an exact
+    read over an older prefix, a refused request; every one of them logged."""
+    server = Server(tmp_path / "s.db")
+    events = _events(3)
+    server.append(events[:2])
+    server.decide("resolve", {})
+    server.decide("check", {"fact": "f1"})
+    no_ts = {k: v for k, v in events[2].items() if k != "ts"}  # the store stamps it
+    server.append([no_ts])
+    server.append([{**A("f9", "k9", 9), "id": "e9", "actor": "writer", "tenant": "acme"}])
+    server.append([{**R("f1"), "id": "e10", "actor": "writer", "tenant": "acme"}])
+    server.decide("check", {"fact": "f1"})  # retracted now
+    server.decide("check", {"fact": "nope"})  # refused: 400
+    exact = EngineState(server.engine.policy)
+    exact.extend(server.engine.events[:2])
+    server.decide("resolve", {}, view=exact)  # at_exact an older token: before the others
+    yield server
+    server.close()
+
+
+class TestReplay:
+    def test_a_served_log_replays_the_same(self, served: Server) -> None:
+        result = replay_decisions(served.engine._store.path, handlers=HANDLERS)  # type: ignore[union-attr]
+        assert result.ok, result.render()
+        assert (result.entries, result.decisions, result.appends, result.different) == (9, 5, 4, 0)
+        assert result.to_dict()["ok"] is True
+
+    def test_the_state_is_extended_never_refolded(self, served: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+        taken: list[int] = []
+        extend = EngineState.extend
+
+        def counting(self: EngineState, events: Any, **kw: Any) -> None:
+            taken.append(len(events))
+            extend(self, events, **kw)
+
+        monkeypatch.setattr(EngineState, "extend", counting)
+        replay_decisions(served.engine._store.path, handlers=HANDLERS)  # type: ignore[union-attr]
+        assert sum(taken) == len(served.engine)  # every event folded once, whatever the entries
+
+    def test_a_lying_response_is_reported_with_seq_endpoint_and_field(self, served: Server) -> None:
+        seq = served.decide("check", {"fact": "f2"}, tamper={"fact": "f2", "codes": ["expired"]})
+        result = replay_decisions(served.engine._store.path, handlers=HANDLERS)  # type: ignore[union-attr]
+        assert not result.ok and result.chain.ok and result.different == 1
+        (diff,) = result.differences
+        assert (diff.seq, diff.endpoint, diff.field) == (seq, "check", "response.codes.length")
+        assert "seq 10 check: response.codes.length" in result.render()
+
+    def test_a_response_edited_in_the_file_breaks_the_chain(self, served: Server) -> None:
+        path = decision_log_path(served.engine._store.path)  # type: ignore[union-attr]
+        served.log.close()
+        conn = raw(path)
+        text = conn.execute("SELECT entry FROM decisions WHERE seq = 4").fetchone()[0]
+        obj = orjson.loads(text)
+        obj["response"]["codes"] = ["retracted"]
+        conn.execute("UPDATE decisions SET entry = ? WHERE seq = 4", (orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode(),))
+        conn.close()
+        result = replay_decisions(path.with_suffix(""), handlers=HANDLERS)
+        assert not result.ok and result.chain.broken == 4 and result.replayed == 3
+
+    def test_a_wrong_root_token_status_or_position_is_reported(self, served: Server) -> None:
+        store = served.path
+        good = list(served.log.entries())
+        served.log.record(attrs.evolve(good[1][1], root="00" * 32))
+        served.log.record(attrs.evolve(good[2][1], status=400))
+        served.log.record(attrs.evolve(good[2][1], position=99))
+        served.log.record(attrs.evolve(good[2][1], endpoint="nonsuch"))
+        forged = Token.make(bytes(32), good[2][1].position, good[2][1].root).encode()
+        served.log.record(attrs.evolve(good[2][1], token=forged))
+        result = replay_decisions(store, handlers=HANDLERS)
+        assert [(d.seq, d.field) for d in result.differences] == [
+            (10, "root"), (11, "status"), (12, "position"), (13, "endpoint"), (14, "token")]
+
+    def test_a_write_not_as_stored_is_reported(self, served: Server) -> None:
+        extra = {**A("f20", "k20", 20), "id": "e20", "actor": "writer", "tenant": "acme"}
+        seq = served.append([extra], recorded=[{**extra, "value": 21}])
+        missing = served.log.record(attrs.evolve(list(served.log.entries())[0][1],
+                                                 request={"events": [{**extra, "id": "e21"}]}))  # fmt: skip
+        result = replay_decisions(served.engine._store.path, handlers=HANDLERS)  # type: ignore[union-attr]
+        found = {d.seq: d.field for d in result.differences}
+        assert found == {seq: "request.events[0].value", missing: "request.events[0]"}
+
+
+class TestCli:
+    def gamma(self, capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exited:
+            main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return int(exited.value.code or 0), out, err
+
+    def test_exit_statuses(self, served: Server, capsys: pytest.CaptureFixture[str],
+                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+        monkeypatch.setattr("gamma.cli.review.server_decisions",
+                            lambda store, callers: (HANDLERS, statuses_only))  # fmt: skip
+        store = served.path
+        code, out, _ = self.gamma(capsys, "replay", store, "--decisions")
+        assert code == 0 and out.startswith("9 of 9 entries replayed") and "0 different" in out
+        code, out, _ = self.gamma(capsys, "replay", store, "--decisions", "--json")
+        summary = json.loads(out)
+        assert code == 0 and summary["ok"] is True and summary["entries"] == 9
+        served.decide("check", {"fact": "f2"}, tamper={"fact": "f2", "codes": ["expired"]})
+        code, out, _ = self.gamma(capsys, "replay", store, "--decisions", "--json")
+        assert code == 1 and json.loads(out)["differences"][0]["field"] == "response.codes.length"
+        code, _, err = self.gamma(capsys, "replay", store.with_name("nope.db"), "--decisions")
+        assert code == 2 and "Error" in err
+        code, _, err = self.gamma(capsys, "replay", store, "--decisions", "--records", store.parent)
+        assert code == 2 and "--records" in err
+
+    def test_the_servers_own_endpoints_replay(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """Decisions of the real endpoints (``gamma.serve.endpoints``), through the real CLI."""
+        endpoints = pytest.importorskip("gamma.serve.endpoints")
+        service = pytest.importorskip("gamma.serve.service")
+        auditor = Caller(name="auditor", actor=actor("audra"), auditor=True)
+        server = Server(tmp_path / "s.db", endpoints.HANDLERS, service.refusal)
+        try:
+            server.append(_events(2))
+            server.decide("resolve", {"view": "json"})
+            server.decide("explain", {"fact": "f2"})
+            server.decide("explain", {"fact": "f-unknown"})  # refused as unknown
+            server.decide("resolve", {"subject": {"id": "bob", "tenant": "acme"}})  # refused: 403
+            server.decide("resolve", {"subject": {"id": "bob", "tenant": "acme"}}, caller=auditor)
+            server.append([{**R("f1"), "id": "e10", "actor": "alice", "tenant": "acme"}])
+            server.decide("evaluation", {"subject": {"type": "agent", "id": "alice"},
+                                         "resource": {"type": "fact", "id": "f1"},
+                                         "action": {"name": "rely"}})  # fmt: skip
+        finally:
+            server.close()
+        code, out, _ = self.gamma(capsys, "replay", server.path, "--decisions", "--json")
+        summary = json.loads(out)
+        assert code == 0 and summary["ok"] and summary["entries"] == 8, out
+
+    def test_subject_search_replays_with_the_servers_callers(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """``--callers``: subject search lists the server's callers, so its replay needs them."""
+        endpoints = pytest.importorskip("gamma.serve.endpoints")
+        identity = pytest.importorskip("gamma.serve.identity")
+        service = pytest.importorskip("gamma.serve.service")
+        callers_file = tmp_path / "callers.toml"
+        callers_file.write_text(textwrap.dedent(f"""
+            [[caller]]
+            name = "auditor"
+            token_sha256 = "{'1' * 64}"
+            auditor = true
+            actor = {{ id = "audra", tenant = "acme" }}
+
+            [[caller]]
+            name = "alice-agent"
+            token_sha256 = "{'2' * 64}"
+            actor = {{ id = "alice", tenant = "acme" }}
+        """))
+        callers = identity.Callers.load(callers_file)
+        auditor = next(c for c in callers if c.auditor)
+        server = Server(tmp_path / "s.db", endpoints.handlers(callers), service.refusal)
+        try:
+            server.append(_events(1))
+            server.decide("search/subject", {"subject": {"type": "agent"},
+                                             "resource": {"type": "fact", "id": "f1"},
+                                             "action": {"name": "rely"}}, caller=auditor)  # fmt: skip
+        finally:
+            server.close()
+        code, out, _ = self.gamma(capsys, "replay", server.path, "--decisions", "--callers", callers_file)
+        assert code == 0, out
+        code, out, _ = self.gamma(capsys, "replay", server.path, "--decisions", "--json")
+        assert code == 1 and json.loads(out)["differences"][0]["field"].startswith("response."), out
+        code, _, err = self.gamma(capsys, "replay", server.path, "--callers", callers_file)
+        assert code == 2 and "--callers goes with --decisions" in err
