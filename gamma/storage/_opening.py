@@ -8,7 +8,10 @@ for the lock instead of both reading the same head. ``gamma.storage.store`` buil
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,10 +29,12 @@ __all__ = [
     "claims_keyed",
     "connect",
     "create_schema",
+    "hold",
     "is_store",
     "query",
     "read_meta",
     "refuse_nonempty",
+    "release",
     "require_file",
     "translate",
     "upgrade_schema",
@@ -40,13 +45,58 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 FORMAT = "gamma-store"
 
 
-def is_store(path: str | Path) -> bool:
-    """Whether ``path`` is an SQLite file (a store), by its 16-byte header."""
+# POSIX releases every fcntl lock a process holds on a file when the process closes *any*
+# descriptor of that file, and SQLite's locks are fcntl locks. Reading a store's header with
+# open() while this process holds a connection to it would drop the shared lock that keeps
+# another process from checkpointing and deleting the live WAL: commits acknowledged after
+# that would live in an unlinked file and vanish with the process. SQLite's own connections
+# share their locks per file and never do this; so the files this process holds connections
+# to are never opened outside SQLite (``hold`` on connecting, ``release`` on closing).
+_HELD: Counter[tuple[int, int]] = Counter()
+_HELD_LOCK = threading.Lock()
+
+
+def _identity(path: str | Path) -> tuple[int, int] | None:
     try:
-        with open(path, "rb") as handle:
-            return handle.read(16) == SQLITE_HEADER
-    except OSError:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return found.st_dev, found.st_ino
+
+
+def hold(path: str | Path) -> tuple[int, int] | None:
+    """Mark ``path`` as held by a connection of this process until ``release``."""
+    identity = _identity(path)
+    if identity is not None:
+        with _HELD_LOCK:
+            _HELD[identity] += 1
+    return identity
+
+
+def release(identity: tuple[int, int] | None) -> None:
+    """The connection ``hold`` marked is closed."""
+    if identity is None:
+        return
+    with _HELD_LOCK:
+        _HELD[identity] -= 1
+        if _HELD[identity] <= 0:
+            del _HELD[identity]
+
+
+def is_store(path: str | Path) -> bool:
+    """Whether ``path`` is an SQLite file (a store), by its 16-byte header; a file this
+    process holds a connection to is one, and is not opened again (see ``hold``)."""
+    identity = _identity(path)
+    if identity is None:
         return False
+    with _HELD_LOCK:  # held across the read, so no connection opens while the file is open here
+        if identity in _HELD:
+            return True
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(16) == SQLITE_HEADER
+        except OSError:
+            return False
 
 
 def refuse_nonempty(path: Path) -> None:

@@ -57,10 +57,12 @@ from gamma.storage._opening import (
     SQLITE_HEADER,
     connect,
     create_schema,
+    hold,
     is_store,
     query,
     read_meta,
     refuse_nonempty,
+    release,
     require_file,
     translate,
     upgrade_schema,
@@ -121,6 +123,7 @@ class Store:
         self._key = key
         self.read_only = read_only
         self._closed = False
+        self._held: tuple[int, int] | None = None  # the file marked open (``_opening.hold``)
         self._meta = read_meta(db, path)
         if self._meta.get("format") != FORMAT:  # it has a schema: its metadata was changed
             raise IntegrityError(f"{path}: store_meta has no format record {FORMAT!r}: not a gamma"
@@ -193,15 +196,20 @@ class Store:
     ) -> Store:
         """Connect (WAL, synchronous=FULL, busy timeout), run ``setup``, close on any failure."""
         db: Database | None = None
+        held = None
         try:
             timeout = BUSY_TIMEOUT if timeout is None else timeout  # read here: tests patch it
             db = connect(path, timeout, read_only=read_only)
+            held = hold(path)  # never read outside SQLite while this connection is open
             db.execute("PRAGMA synchronous=FULL")
             setup(db)
-            return cls(db, path, key=key, read_only=read_only)
+            store = cls(db, path, key=key, read_only=read_only)
+            store._held = held
+            return store
         except BaseException as exc:
             if db is not None:
                 db.close()
+            release(held)
             if isinstance(exc, sqlite3.Error):
                 raise translate(exc, path) from exc
             raise
@@ -211,16 +219,15 @@ class Store:
         if self._closed:
             return
         self._closed = True
-        if self.read_only:  # a reader never checkpoints: the file and its WAL keep their bytes
-            self._db.close()
-            return
         try:
-            self._db.execute("PRAGMA busy_timeout = 200")
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if not self.read_only:  # a reader never checkpoints: the file and WAL keep their bytes
+                self._db.execute("PRAGMA busy_timeout = 200")
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error:
             pass  # best effort: commits are durable in the WAL; the last connection folds it in
         finally:
             self._db.close()
+            release(self._held)
 
     def __enter__(self) -> Self:
         return self
