@@ -5,7 +5,7 @@ but does not hand it to the app. ``TLSProtocol``, uvicorn's h11 protocol with on
 puts each TLS connection's facts into every request's scope as the ASGI TLS extension
 (``scope["extensions"]["tls"]``, asgiref's TLS spec 0.2), where ``client_certificate`` reads
 them. The protocol is pinned to h11, the one uvicorn picks by default without httptools
-(``gamma[serve]`` does not install it), so the scope is the same whatever else is installed.
+(the serve extra does not install it), so the scope is the same whatever else is installed.
 """
 
 from __future__ import annotations
