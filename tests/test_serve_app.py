@@ -133,8 +133,8 @@ class TestOwnApi:
         """The record is ``gamma.resolve`` for the caller's actor at ``at``, and the context
         block is its rendering."""
         expected = gamma.resolve(load_events(EXAMPLE), ALICE, NOW)
-        with server.client(tokens["alice-agent"]) as client:
-            response = client.post("/v1/resolve", json={"at": NOW})
+        with server.client(tokens["auditor"]) as client:  # only an auditor chooses the time
+            response = client.post("/v1/resolve", json={"at": NOW, "subject": ALICE})
         assert response.status_code == 200
         assert b'"resolution":' + expected.to_json_bytes() in response.content
         body = response.json()
@@ -146,7 +146,7 @@ class TestOwnApi:
         """A caller that is no auditor naming another subject is refused, 403; an auditor
         gets that subject's resolution, logged as on its behalf."""
         with server.client(tokens["alice-agent"]) as client:
-            response = client.post("/v1/resolve", json={"at": NOW, "subject": LEGAL})
+            response = client.post("/v1/resolve", json={"subject": LEGAL})
         assert response.status_code == 403
         assert response.json()["error"]["code"] == "forbidden"
         with server.client(tokens["auditor"]) as client:
@@ -177,7 +177,7 @@ class TestOwnApi:
             for path, field in (("/access/v1/evaluation", None), ("/v1/explain", "fact")):
                 answers = []
                 for fact in ("G1", "no-such-fact"):
-                    body = evaluation(fact, time=NOW) if field is None else {"fact": fact, "at": NOW}
+                    body = evaluation(fact) if field is None else {"fact": fact}
                     response = client.post(path, json=body)
                     answers.append((response.status_code, response.content))
                 assert answers[0] == answers[1], path
@@ -295,21 +295,22 @@ def server_store(server: Server) -> Path:
         with server.client(tokens["alice-agent"]) as client:
             before = client.post("/v1/resolve", json={}).headers["gamma-token"]
             written = client.post("/v1/append", json={"events": [
-                {"id": "n1", "type": "assert", "fact": "N1", "key": "codename", "value": "kite",
-                 "scope": "helios"}]})
+                {"type": "assert", "key": "codename", "value": "kite", "scope": "helios"}]})
             assert written.status_code == 200, written.text
             token = written.json()["token"]
+            (assigned,) = written.json()["assigned"]
+            n1 = assigned["fact"]
             count = rows(store)
-            fresh = client.post("/access/v1/evaluation", json=evaluation("N1"),
+            fresh = client.post("/access/v1/evaluation", json=evaluation(n1),
                                 headers={"Gamma-At-Least-As-Fresh": token})
-            exact = client.post("/access/v1/evaluation", json=evaluation("N1"),
+            exact = client.post("/access/v1/evaluation", json=evaluation(n1),
                                 headers={"Gamma-At-Exact": before})
-            ahead = client.post("/access/v1/evaluation", json=evaluation("N1"),
+            ahead = client.post("/access/v1/evaluation", json=evaluation(n1),
                                 headers={"Gamma-At-Least-As-Fresh": "gt1.999999." + "0" * 64})
-            elsewhere = client.post("/access/v1/evaluation", json=evaluation("N1"),
+            elsewhere = client.post("/access/v1/evaluation", json=evaluation(n1),
                                     headers={"Gamma-At-Exact": "gt1.3." + "0" * 64})
             scoped = client.post("/v1/append", json={"events": [
-                {"id": "n2", "type": "assert", "fact": "N2", "key": "k", "value": 1, "scope": "apollo"}]})
+                {"type": "assert", "key": "k", "value": 1, "scope": "apollo"}]})
         assert fresh.json()["decision"] is True
         assert fresh.headers["gamma-token"] == token
         assert exact.json()["decision"] is False
@@ -342,7 +343,7 @@ class TestWorkers:
             assert self.ask(server, tokens["alice-agent"], None) == {True}
             with server.client(tokens["legal"]) as client:
                 revoked = client.post("/v1/append", json={"events": [
-                    {"id": "r1", "type": "revoke", "fact": "F19", "to_actor": "alice",
+                    {"type": "revoke", "fact": "F19", "to_actor": "alice",
                      "authority": "manager"}]})
             assert revoked.status_code == 200, revoked.text
             token = revoked.json()["token"]
@@ -376,7 +377,7 @@ def test_mtls_names_the_caller_by_its_certificate(tmp_path: Path) -> None:
     with serving(store, tmp_path / "callers.toml", "--tls-cert", str(server_pem), "--tls-key",
                  str(server_key), "--tls-client-ca", str(pki.ca), verify=client_context) as server:
         with server.client() as client:
-            response = client.post("/v1/resolve", json={"at": NOW})
+            response = client.post("/v1/resolve", json={})
         assert response.status_code == 200, response.text
         assert response.json()["resolution"]["actor"]["id"] == "alice"
         with pki.client(pki.carol) as client:
@@ -468,14 +469,21 @@ class TestFailures:
         def refuse(entry: object) -> int:
             raise DecisionLogFailure("disk full")
 
+        def locked() -> object:
+            raise DecisionLogFailure("database is locked")
+
         service._decisions.record = refuse
+        service._decisions.writing = locked  # a write takes the log's lock before the store
+        before = len(service.engine)
         response = client.post("/access/v1/evaluation", json=evaluation("F1"))
         assert response.status_code == 503
         assert response.json() == {"error": {"code": "decision_log_unavailable",
                                               "message": response.json()["error"]["message"]}}
         written = client.post("/v1/append", json={"events": [
-            {"id": "z1", "type": "assert", "fact": "Z1", "key": "z", "value": 1}]})
+            {"type": "assert", "key": "z", "value": 1}]})
         assert written.status_code == 503 and "token" not in written.json()
+        assert written.json()["error"]["code"] == "decision_log_unavailable"
+        assert len(service.engine) == before  # nothing stored: no write is in force unlogged
 
     def test_a_slow_request_is_504_and_a_crash_500(self, app: tuple[Any, Any, dict[str, str]]) -> None:
         """Past --timeout: 504; an unexpected error: 500 whose message says nothing."""

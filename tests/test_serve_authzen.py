@@ -43,6 +43,8 @@ BOB = Caller("bob-agent", Actor(id="bob", tenant="acme", roles=("hr",)))
 AUDITOR = Caller("audit-console", Actor(id="auditor", tenant="ops"), auditor=True)
 CALLERS = (ALICE, AUDITOR, BOB)
 BY_NAME = {"alice": ALICE, "auditor": AUDITOR}
+#: alice's actor on an auditor's credential: asking as itself, it may choose the time
+ALICE_AUDITING = attrs.evolve(ALICE, auditor=True)
 RELY = {"name": "rely"}
 SUBJECT = {"type": "user", "id": "alice"}
 
@@ -97,6 +99,8 @@ class TestInteropScenario:
         """Each request gets its status, a response of its shape and what the case pins."""
         view, expect = state(BASE), case["expect"]
         caller = BY_NAME[case["caller"]]
+        if caller == ALICE and "time" in json.dumps(case["request"]):
+            caller = ALICE_AUDITING  # only an auditor chooses the time (tested below)
         if expect["status"] == 400:
             with pytest.raises(InputError) as raised:
                 ask(view, case["endpoint"], case["request"], caller)
@@ -174,12 +178,30 @@ class TestDecisions:
         view = state(BASE)
         body = {"subject": SUBJECT, "action": RELY, "resource": {"type": "fact", "id": "F4"}}
         early = {**body, "context": {"time": "2026-03-01T08:30Z"}}
-        assert ask(view, "evaluation", early) == {"decision": True}
+        assert ask(view, "evaluation", early, ALICE_AUDITING) == {"decision": True}
         with pytest.raises(InputError) as raised:
-            ask(view, "evaluation", {**body, "context": {"time": "yesterday"}})
+            ask(view, "evaluation", {**body, "context": {"time": "yesterday"}}, ALICE_AUDITING)
         assert raised.value.field == "context.time"
         assert authzen.context_time(early) == datetime(2026, 3, 1, 8, 30, tzinfo=UTC)
         assert authzen.context_time({"context": {}}) is None
+
+    def test_only_an_auditor_chooses_the_time(self) -> None:
+        """A caller that is no auditor naming context.time is refused (403), in a batch item by
+        item, and in a search: a time before a revoke would grant what was revoked."""
+        view = state(BASE)
+        body = {"subject": SUBJECT, "action": RELY, "resource": {"type": "fact", "id": "F4"}}
+        early = {**body, "context": {"time": "2026-03-01T08:30Z"}}
+        assert ask(view, "evaluation", body) == {"decision": False, "context": {"reasons": ["expired"]}}
+        with pytest.raises(Forbidden, match="only an auditor chooses the time"):
+            ask(view, "evaluation", early)
+        with pytest.raises(Forbidden):
+            ask(view, "search/resource", {**early, "resource": {"type": "fact"}})
+        batch = ask(view, "evaluations", {"subject": SUBJECT, "action": RELY, "evaluations": [
+            {"resource": {"type": "fact", "id": "F1"}},
+            {"resource": {"type": "fact", "id": "F4"}, "context": {"time": "2026-03-01T08:30Z"}}]})
+        first, second = batch["evaluations"]
+        assert first == {"decision": True}
+        assert second["decision"] is False and second["context"]["error"]["status"] == 403
 
     def test_a_gamma_engine_is_a_view(self) -> None:
         """The store's engine answers as the in-memory state does."""
@@ -344,7 +366,7 @@ class TestPages:
                         {**body, "context": {"time": "2026-03-02T10:00:00Z"}}):
             changed = {**changed, "page": {**changed["page"], "token": token}}
             with pytest.raises(InputError, match="request changed"):
-                ask(view, "search/resource", changed)
+                ask(view, "search/resource", changed, ALICE_AUDITING)
         huge = ask(view, "search/resource", {**body, "page": {"limit": 10**9}})
         assert huge["page"] == {"next_token": "", "count": 27, "total": 27}
         zero = ask(view, "search/resource", {**body, "page": {"limit": 0}})

@@ -175,6 +175,29 @@ class TestDecisionLog:
         assert report.ok and report.entries == 5
         assert report.head == head[1] == expected.hex() and head[0] == 5
 
+    def test_writing_takes_the_lock_first_and_commits_at_the_end(self, tmp_path: Path) -> None:
+        """The lock held by another process: the block never runs (DecisionLogFailure). Held
+        by this one: another connection cannot record until the block ends; a block that
+        raises leaves no row."""
+        path = tmp_path / "log.decisions"
+        ran: list[str] = []
+        with DecisionLog.open(path, busy_timeout=0.1) as log:
+            holder = sqlite3.connect(str(path), isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            with pytest.raises(DecisionLogFailure, match="write lock"), log.writing():
+                ran.append("stored")
+            holder.execute("ROLLBACK")
+            with DecisionLog.open(path, busy_timeout=0.1) as other, log.writing() as insert:
+                with pytest.raises(DecisionLogFailure):
+                    other.record(entry(9))
+                assert insert(entry(1)) == 1
+            with pytest.raises(RuntimeError), log.writing() as insert:
+                insert(entry(2))
+                raise RuntimeError("the store refused")
+            assert [seq for seq, _ in log.entries()] == [1] and log.verify().ok
+            holder.close()
+        assert ran == []
+
     def test_an_empty_log_verifies(self, tmp_path: Path) -> None:
         with DecisionLog.open(tmp_path / "log.decisions") as log:
             assert log.verify().to_dict() == {"broken": None, "entries": 0, "head": GENESIS_HEX,
@@ -465,8 +488,11 @@ class TestReplay:
         missing = served.log.record(attrs.evolve(list(served.log.entries())[0][1],
                                                  request={"events": [{**extra, "id": "e21"}]}))  # fmt: skip
         result = replay_decisions(served.engine._store.path, handlers=HANDLERS)  # type: ignore[union-attr]
-        found = {d.seq: d.field for d in result.differences}
-        assert found == {seq: "request.events[0].value", missing: "request.events[0]"}
+        found = sorted((d.seq, d.field) for d in result.differences)
+        # the copied row also claims the two events the first write appended: each is
+        # covered twice, reported at that second claimant
+        assert found == [(seq, "request.events[0].value"), (missing, "coverage"),
+                         (missing, "coverage"), (missing, "request.events[0]")]
 
 
 class TestCli:
@@ -553,3 +579,18 @@ class TestCli:
         assert code == 1 and json.loads(out)["differences"][0]["field"].startswith("response."), out
         code, _, err = self.gamma(capsys, "replay", server.path, "--callers", callers_file)
         assert code == 2 and "--callers goes with --decisions" in err
+
+
+def test_an_open_decision_log_keeps_its_wal_while_this_process_looks_at_it(tmp_path: Path) -> None:
+    """As for the store (tests/test_store_locks.py): a reader of the log's header in this
+    process must not drop the writer's locks, or another process's close deletes the WAL."""
+    path = tmp_path / "s.db.decisions"
+    wal = Path(f"{path}-wal")
+    other = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM sqlite_master'); c.close()"
+    with DecisionLog.open(path) as log:
+        log.record(entry(1))
+        assert wal.exists()
+        DecisionLog.open(path, read_only=True).close()
+        DecisionLog.open(path).close()  # a second worker of this process
+        subprocess.run([sys.executable, "-c", other, str(path)], check=True)
+        assert wal.exists(), "the live WAL was checkpointed and deleted under an open log"

@@ -46,6 +46,7 @@ __all__ = [
     "ReadOnlyError",
     "WriteScopeError",
     "Written",
+    "content_id",
     "relied_record",
     "utc_now",
     "visible_decision",
@@ -84,6 +85,14 @@ def visible_decision(
     ):
         return None
     return decision
+
+
+def content_id(prefix: str, actor: Actor, body: Mapping[str, Any], **seed: Any) -> str:
+    """An id derived from the writer, its tenant and what it writes (and ``seed``), nothing
+    else: it commits to nothing the writer cannot see, and the same write gives the same id
+    (so a retried one is skipped as already stored)."""
+    data = {**seed, "tenant": actor.tenant, "writer": actor.id, "body": dict(body)}
+    return prefix + sha256_hex(compact_json(data))[:24]
 
 
 def relied_record(a: Admitted) -> dict[str, Any]:
@@ -306,9 +315,7 @@ class Binding:
     def _digest(self, body: Mapping[str, Any]) -> str:
         # the log's length, not its head: the head commits to every value, other tenants'
         # and hidden ones too, and an id derived from it would let a guess be checked
-        seed = {"position": len(self.engine), "tenant": self.actor.tenant,
-                "writer": self.actor.id, "body": dict(body)}
-        return sha256_hex(compact_json(seed))[:24]
+        return content_id("", self.actor, body, position=len(self.engine))
 
     def _check_scopes(self, bodies: Sequence[Mapping[str, Any]]) -> None:
         """An assert lands only at a scope the actor reads: its own, a parent, or ``global``."""

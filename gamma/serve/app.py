@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import signal
@@ -48,7 +49,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gamma.core.canonical import compact_json
+from gamma.core.canonical import canonical_json, compact_json
 from gamma.core.errors import InputError, StoreBusyError
 from gamma.core.strictjson import decode_json
 from gamma.serve import authzen, watch
@@ -243,7 +244,10 @@ class _Api:
         obj = decode_json(text or "{}", source="body")
         if not isinstance(obj, dict):
             raise InputError("the body must be a JSON object", source="body")
-        return obj
+        # in the order the decision log keeps it (canonical: keys sorted), so a refusal that
+        # names the first offending field names the same one when the log is replayed
+        result: dict[str, Any] = json.loads(canonical_json(obj))
+        return result
 
     @staticmethod
     def tokens(request: Request) -> tuple[Token | None, Token | None]:

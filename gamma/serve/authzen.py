@@ -43,6 +43,7 @@ __all__ = [
     "RESOURCE_TYPES",
     "SEMANTICS",
     "context_time",
+    "own_time",
     "discovery",
     "evaluation",
     "evaluations",
@@ -151,7 +152,7 @@ def search_subject(
     action = _action(body.get("action"), "action")
     resource_type, resource_id = _resource(body.get("resource"), "resource")
     tenant = _resource_tenant(body.get("resource"))
-    at = context_time(body) or at
+    at = _chosen(caller, body, at)
     found: dict[str, Response] = {}
     if action == RELY and resource_type in RESOURCE_TYPES:
         for other in callers:
@@ -172,7 +173,7 @@ def search_resource(view: View, caller: Caller, at: datetime, body: Body) -> Res
     actor = subject_actor(caller, body.get("subject"), "subject", policy=view.policy)
     action = _action(body.get("action"), "action")
     _, resource_type = _resource_type(body.get("resource"), "resource")
-    at = context_time(body) or at
+    at = _chosen(caller, body, at)
     ids: list[str] = []
     if action == RELY and resource_type in RESOURCE_TYPES:
         admitted = view.resolve(actor, at).admitted
@@ -187,7 +188,7 @@ def search_action(view: View, caller: Caller, at: datetime, body: Body) -> Respo
     body = _body(body)
     actor = subject_actor(caller, body.get("subject"), "subject", policy=view.policy)
     resource_type, resource_id = _resource(body.get("resource"), "resource")
-    at = context_time(body) or at
+    at = _chosen(caller, body, at)
     items: list[tuple[str, Response]] = []
     if resource_type in RESOURCE_TYPES and _decide(view, actor, at, resource_type, resource_id)["decision"]:
         items = [(RELY, {"name": RELY})]
@@ -274,6 +275,23 @@ def context_time(body: Body) -> datetime | None:
     return _time(body.get("context") if isinstance(body, Mapping) else None, "context")
 
 
+def _chosen(caller: Caller, body: Body, at: datetime) -> datetime:
+    """The request's ``context.time`` when its caller may choose one, else ``at``."""
+    when = context_time(body)
+    if when is None:
+        return at
+    own_time(caller, "context.time")
+    return when
+
+
+def own_time(caller: Caller, field: str) -> None:
+    """Only an auditor chooses the time a request is decided at (403 for anyone else): a
+    time before a revoke would grant what was revoked, whatever token the request holds."""
+    if not caller.auditor:
+        raise Forbidden(f"caller {caller.name!r} is not an auditor: only an auditor chooses the"
+                        f" time ({field}); others are decided at the server's clock")
+
+
 def _time(context: object, field: str) -> datetime | None:
     if context is None:
         return None
@@ -311,8 +329,10 @@ def _evaluate(view: View, caller: Caller, at: datetime, body: Body, fields: Mapp
         raise ValueTypeError(
             "a resource is {\"type\": \"fact\" | \"key\", \"id\": ...}", field=f"{fields['resource']}.type"
         )
-    when = _time(body.get("context"), fields["context"]) or at
-    return _decide(view, actor, when, resource_type, resource_id)
+    when = _time(body.get("context"), fields["context"])
+    if when is not None:
+        own_time(caller, f"{fields['context']}.time")
+    return _decide(view, actor, when or at, resource_type, resource_id)
 
 
 def _decide(view: View, actor: Actor, at: datetime, resource_type: str, resource_id: str) -> Response:

@@ -10,7 +10,9 @@ Nothing here answers differently for a fact of another tenant and a fact that
 does not exist: both are ``gamma.integrations.binding``'s one message, which does
 not echo the id. Writes (``append``) are held to ``Binding``'s rules, the ones the
 MCP and LangGraph surfaces write under: the authority claimed within what the policy's
-``[writers]`` give the caller, an assert only at a scope the caller reads.
+``[writers]`` give the caller, an assert only at a scope the caller reads, ids the
+server's (derived as ``Binding`` derives them), references only to facts the caller sees.
+Only an auditor chooses the time a request is decided at.
 """
 
 from __future__ import annotations
@@ -23,11 +25,17 @@ from typing import Any, Protocol
 from gamma.audit.explain import explain as explain_fact
 from gamma.core.canonical import compact_json, parse_at
 from gamma.core.convert import converter
-from gamma.core.errors import InputError, UnknownReferenceError, ValueTypeError
+from gamma.core.errors import DuplicateIdError, InputError, UnknownReferenceError, ValueTypeError
 from gamma.core.events import canonical_event, check_scope, normal_actor
 from gamma.core.model import Actor, Event
 from gamma.core.phases import scope_contains
-from gamma.integrations.binding import NO_SUCH_FACT, Binding, WriteScopeError, visible_decision
+from gamma.integrations.binding import (
+    NO_SUCH_FACT,
+    Binding,
+    WriteScopeError,
+    content_id,
+    visible_decision,
+)
 from gamma.scoring.findings import LogFacts, Validation, check_response, parse_stated
 from gamma.serve import authzen
 from gamma.serve.errors import Forbidden
@@ -113,16 +121,24 @@ def on_behalf(view: View, caller: Caller, endpoint: str, body: Mapping[str, Any]
     return objects[0] if len(objects) == 1 else {"actors": objects}
 
 
-def request_time(endpoint: str, body: Mapping[str, Any], now: datetime) -> datetime:
-    """The time a request is decided at: AuthZEN's ``context.time``, own API's ``at``, else now."""
+def request_time(endpoint: str, caller: Caller, body: Mapping[str, Any], now: datetime) -> datetime:
+    """The time a request is decided at: AuthZEN's ``context.time``, own API's ``at``, else now.
+
+    Only an auditor chooses it: another caller naming one is refused (403), since a time
+    before a revoke would be granted what was revoked (the server decides at its clock)."""
     if endpoint in AUTHZEN_NAMES:
-        return authzen.context_time(body) or now
-    text = body.get("at")
-    if text is None:
+        chosen = authzen.context_time(body)
+        field = "context.time"
+    else:
+        text = body.get("at")
+        if text is not None and not isinstance(text, str):
+            raise ValueTypeError("must be an RFC 3339 time", field="at")
+        chosen = None if text is None else parse_at(text)
+        field = "at"
+    if chosen is None:
         return now
-    if not isinstance(text, str):
-        raise ValueTypeError("must be an RFC 3339 time", field="at")
-    return parse_at(text)
+    authzen.own_time(caller, field)
+    return chosen
 
 
 def _own(view: EventsView, tenant: str) -> list[Event]:
@@ -201,24 +217,43 @@ def _events(view: View) -> EventsView:
 # -- writes and proofs (not Handlers: they change or read the store itself) --------------
 
 
-def append(engine: Engine, caller: Caller, body: Mapping[str, Any]) -> dict[str, Any]:
+#: The id an event type's body names for what it introduces, which the server assigns.
+OWN_IDS = {"assert": "fact", "experience": "experience"}
+#: The prefix of each id the server assigns, by field (``e-``: an event's ``id``).
+PREFIXES = {"id": "e-", "fact": "f-", "experience": "x-"}
+#: The fields of an event that refer to stored facts (each checked as the caller sees them).
+REFERENCES = ("supersedes", "depends_on", "uses")
+
+
+def append(engine: Engine, caller: Caller, body: Mapping[str, Any], *, at: datetime) -> dict[str, Any]:
     """Append ``events`` as the caller, all or none, as ``gamma append`` stores them.
 
-    Each event is a full event (``id`` and the rest; ``ts`` may be left to the store,
-    and an event already stored is skipped, so a retried request stores nothing twice)
-    whose ``tenant`` and ``actor`` are the caller's (filled in when left out; another
-    is refused, 403). Its ``authority`` may not exceed what the policy's ``[writers]``
-    give the caller (``Binding``'s check), and an ``assert`` lands only at a scope the
-    caller reads (``Binding``'s rule: its own scope, a parent of it, or ``global``).
+    The server assigns every id (``id``; an assert's ``fact``, an experience's
+    ``experience``): a caller that names one is refused (400), since an id it chose could
+    collide with another tenant's or a hidden one and the refusal would tell them apart.
+    The ids are derived from the caller's tenant, actor and the event as sent
+    (``binding.content_id``), so a retried identical request stores nothing twice, and are
+    returned as ``assigned``. Each event's ``tenant`` and ``actor`` are the caller's (filled
+    in; another is 403); its ``authority`` may not exceed what the policy's ``[writers]`` give
+    the caller (``Binding``'s check); an ``assert`` lands only at a scope the caller reads; a
+    key-wide ``grant`` or ``revoke`` is an auditor's (403: it reaches hidden facts); a
+    fact it refers to (``fact``, ``supersedes``, ``depends_on``, ``uses``) must be one the
+    caller sees at ``at`` (``visible_decision``), else the one ``NO_SUCH_FACT`` refusal.
     """
     events = _field(body, "events", list, required=True)
     if not events:
         raise InputError("no events to append", field="events")
     lines: list[str] = []
+    assigned: list[dict[str, str]] = []
     for index, event in enumerate(events):
         where = f"events[{index}]"
         if not isinstance(event, Mapping):
             raise ValueTypeError("must be an event object", field=where)
+        own_id = OWN_IDS.get(event.get("type"))  # type: ignore[arg-type]
+        for name in ("id", own_id):
+            if name is not None and name in event:
+                raise InputError(f"the server assigns {name!r}: leave it out (the answer's"
+                                 " 'assigned' names it)", field=f"{where}.{name}")
         for name, own in (("tenant", caller.actor.tenant), ("actor", caller.actor.id)):
             if event.get(name, own) != own:
                 raise Forbidden(f"{where}.{name}: caller {caller.name!r} writes only as {own!r}")
@@ -230,9 +265,53 @@ def append(engine: Engine, caller: Caller, body: Mapping[str, Any]) -> dict[str,
         except InputError as exc:
             raise ValueTypeError(exc.message, field=f"{where}.authority") from None
         _check_scope(caller.actor, event, where)
-        lines.append(compact_json({**event, "tenant": caller.actor.tenant, "actor": caller.actor.id}))
-    result = engine.append(lines, source="<request>")
-    return {**result.to_dict(), "position": len(engine)}
+        if event.get("type") in ("grant", "revoke") and "key" in event and not caller.auditor:
+            raise Forbidden(f"{where}.key: caller {caller.name!r} is not an auditor: a key-wide"
+                            f" {event['type']} reaches facts it may not see")
+        _check_references(engine, caller, at, event, where)
+        full = {**event, "tenant": caller.actor.tenant, "actor": caller.actor.id}
+        ids: dict[str, str] = {}
+        if own_id is not None:
+            ids[own_id] = content_id(PREFIXES[own_id], caller.actor, full)
+        ids["id"] = content_id(PREFIXES["id"], caller.actor, {**full, **ids})
+        assigned.append(ids)
+        lines.append(compact_json({**full, **ids}))
+    try:
+        result = engine.append(lines, source="<request>")
+    except UnknownReferenceError as exc:  # its message may name another tenant's fact
+        raise UnknownReferenceError(NO_SUCH_FACT.format(actor=caller.actor.id),
+                                    field=_where(exc)) from None
+    except DuplicateIdError as exc:  # its message names the id: the caller's own, but say less
+        raise DuplicateIdError("the id derived from this event is taken: the batch repeats an"
+                               " event, or one like it is stored with another 'ts'",
+                               field=_where(exc)) from None
+    return {**result.to_dict(), "assigned": assigned, "position": len(engine)}
+
+
+def _where(exc: InputError) -> str | None:
+    """The field of a store refusal as the request names it (``events[i].field``)."""
+    if exc.line is None or exc.field is None:
+        return exc.field
+    return f"events[{exc.line - 1}].{exc.field}"
+
+
+def _check_references(
+    view: View, caller: Caller, at: datetime, event: Mapping[str, Any], where: str
+) -> None:
+    """Every fact ``event`` refers to is one the caller sees at ``at`` (an auditor: any of its
+    tenant), else ``NO_SUCH_FACT``: hidden, another tenant's and absent are one answer."""
+    named: list[tuple[str, object]] = []
+    if event.get("type") not in OWN_IDS and "fact" in event:
+        named.append((f"{where}.fact", event["fact"]))
+    for name in REFERENCES:
+        listed = event.get(name)
+        if isinstance(listed, list):
+            named.extend((f"{where}.{name}[{i}]", fact) for i, fact in enumerate(listed))
+    for field, fact in named:
+        if not isinstance(fact, str):
+            continue  # the store refuses its type, naming the field
+        if visible_decision(view, caller.actor, at, fact, auditor=caller.auditor) is None:
+            raise UnknownReferenceError(NO_SUCH_FACT.format(actor=caller.actor.id), field=field)
 
 
 def _check_scope(actor: Actor, event: Mapping[str, Any], where: str) -> None:

@@ -160,6 +160,7 @@ def replay_decisions(
             difference = _check_decision(state, entry, handlers, refusal)
         if difference is not None:
             found.add(seq, entry, *difference)
+    _check_coverage(entries, events, found)
     return DecisionReplay(
         entries=total,
         decisions=len(entries) - appends,
@@ -219,7 +220,7 @@ def _check_decision(
         return (exc.field or "actor"), "", f"unreadable: {exc}"
     body: dict[str, Any] | None
     try:
-        at = request_time(entry.endpoint, entry.request, recorded_at)
+        at = request_time(entry.endpoint, caller, entry.request, recorded_at)
         status, body = 200, handler(state, caller, at, entry.request)
     except (InputError, Forbidden) as exc:
         status, body = refusal(exc)
@@ -246,6 +247,10 @@ def _check_append(
         objects = [obj for _, obj, _ in batch_objects(items, source="request.events")]
     except InputError as exc:
         return "request.events", "", f"unreadable: {exc}"
+    assigned = entry.response.get("assigned")
+    if isinstance(assigned, list) and len(assigned) == len(objects):
+        objects = [{**obj, **ids} if isinstance(ids, dict) else obj
+                   for obj, ids in zip(objects, assigned, strict=True)]
     for i, obj in enumerate(objects):
         where = f"request.events[{i}]"
         event_id = obj.get("id") if isinstance(obj, dict) else None
@@ -261,6 +266,42 @@ def _check_append(
         if written != stored_text:
             return _first_difference(orjson.loads(written), stored, where) or (where, written, stored_text)
     return None
+
+
+def _check_coverage(
+    entries: Sequence[tuple[int, DecisionEntry]], events: Sequence[Event], found: _Differences
+) -> None:
+    """Every event the store holds after the log's first recorded position, up to its last,
+    was appended by exactly one write the server took: one stored another way (or by a write
+    whose row was lost) is a difference, reported at the first row that saw it."""
+    if not entries:
+        return
+    ranges: list[tuple[int, int, int]] = []  # a write's seq, first and last position appended
+    start = min(entry.position for _, entry in entries)
+    for seq, entry in entries:
+        appended = entry.response.get("appended")
+        if entry.endpoint == APPEND and 200 <= entry.status < 300 and isinstance(appended, int):
+            ranges.append((seq, entry.position - appended + 1, entry.position))
+            start = min(start, entry.position - appended)
+    end = min(len(events), max(entry.position for _, entry in entries))
+    counts = [0] * (end + 1)
+    writer = [0] * (end + 1)  # the seq of the last write row that covered each position
+    for seq, first, last in ranges:
+        for position in range(max(first, 1), min(last, end) + 1):
+            counts[position] += 1
+            writer[position] = max(writer[position], seq)
+    by_position = sorted(entries, key=lambda e: (e[1].position, e[0]))
+    seen = [entry.position for _, entry in by_position]
+    rows = dict(entries)
+    for position in range(max(start, 0) + 1, end + 1):
+        if counts[position] == 1:
+            continue
+        if counts[position]:  # a second row claims it: reported at the last claimant
+            seq, entry = writer[position], rows[writer[position]]
+        else:
+            seq, entry = by_position[bisect.bisect_left(seen, position)]
+        found.add(seq, entry, "coverage", f"{counts[position]} write rows",
+                  f"event {position} ({events[position - 1].id}) is stored")
 
 
 def _first_difference(recorded: Any, replayed: Any, path: str) -> Found | None:

@@ -8,13 +8,16 @@ finishes there, and no other thread calls the engine (the change feed's
 ``events_since`` only copies a slice of its append-only event list, and ``len``
 reads the token the engine thread last set). Before each decision the engine reads
 what other workers appended (``refresh``), so several workers over one store agree
-once each has read to the same position. A request without a time is decided at the
-clock, but never before the last event of the log it is decided over: a revoke
-stamped within the current second is in force for every decision that holds it.
+once each has read to the same position. A request is decided at the clock (only an
+auditor's may name a time), but never before the last event of the log it is decided
+over: a revoke stamped within the current second is in force for every decision that
+holds it. At-exact views are kept, the last ``EXACT_KEPT`` used.
 
-A decision (or a write) is recorded in the decision log on the engine thread, after
-the handler and before anything is returned: if the record fails, the caller gets
-503 and never the decision (fail closed). Handler refusals (400, 403) are recorded
+A decision is recorded in the decision log on the engine thread, after the handler and
+before anything is returned: if the record fails, the caller gets 503 and never the
+decision (fail closed). A write takes the decision log's write lock first, then appends
+to the store, then inserts its row and commits: a write whose row cannot be taken is not
+stored (503), so no write is in force unlogged. Handler refusals (400, 403) are recorded
 too, with their status, so the log holds every answer the server gave about the
 store; requests that never reached a handler (401, 413, a freshness wait that ran
 out) are not decisions and are not recorded.
@@ -82,6 +85,8 @@ POLL = 0.005
 KEY_ENV = "GAMMA_CHAIN_KEY"
 #: How many (position -> Merkle root) pairs a worker remembers for checking tokens.
 ROOTS_KEPT = 4096
+#: At-exact views kept (least recently used dropped): a cold one is a fold of its prefix.
+EXACT_KEPT = 4
 
 
 class NotConfigured(ServeError):
@@ -157,7 +162,7 @@ class Service:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gamma-engine")
         self._engine: Engine | None = None
         self._decisions: DecisionLog | None = None
-        self._exact: EngineState | None = None  # the last at-exact view, kept for the next
+        self._exact: OrderedDict[int, EngineState] = OrderedDict()  # at-exact views, LRU
         self._roots: OrderedDict[int, str] = OrderedDict()
         self._tree_store: Store | None = None  # read-only: the stored Merkle tree
         self._token_key: bytes | None = None  # the decision log's: every worker's tokens
@@ -333,11 +338,14 @@ class Service:
         if exact.position > len(engine):
             raise NotFresh(f"the log has not reached position {exact.position} here")
         self._check_root(exact, "Gamma-At-Exact")
-        state = self._exact
-        if state is None or len(state) != exact.position:
+        state = self._exact.get(exact.position)
+        if state is None:  # O(position): a fold of the prefix, within the request's time limit
             state = EngineState(engine.policy)
             state.extend(engine.events_since(0)[: exact.position])
-            self._exact = state
+            self._exact[exact.position] = state
+            while len(self._exact) > EXACT_KEPT:
+                self._exact.popitem(last=False)
+        self._exact.move_to_end(exact.position)
         return state, exact, state.events[-1].ts if state.events else None
 
     # -- decisions -------------------------------------------------------------------------
@@ -364,7 +372,7 @@ class Service:
         started = time.perf_counter()
         at = now
         try:
-            at = endpoints.request_time(endpoint, body, now)
+            at = endpoints.request_time(endpoint, caller, body, now)
             status, response = 200, handler(view, caller, at, body)
         except (InputError, Forbidden) as exc:
             status, response = refusal(exc)
@@ -377,28 +385,41 @@ class Service:
         return await self.call(self._append, caller, body)
 
     def _append(self, caller: Caller, body: Mapping[str, Any]) -> Answer:
-        self.refresh()
-        engine = self.engine
-        started = time.perf_counter()
+        """The decision log's write lock first, then the store, then the row, then commit: a
+        write whose row cannot be taken is not stored (503), so no write is in force unlogged."""
+        log = self._log()
         try:
-            status, response = 200, endpoints.append(engine, caller, body)
-        except (InputError, Forbidden) as exc:
-            status, response = refusal(exc)
-        elapsed = time.perf_counter() - started
-        self._note()
-        token = Token.of(engine, self.token_key)
-        self._record("append", caller, body, engine, token, self._clock(), status, response,
-                     elapsed)
+            with log.writing() as record:
+                self.refresh()  # under the lock: no worker writes between this read and ours
+                engine = self.engine
+                last = engine.events_since(len(engine) - 1) if len(engine) else ()
+                at = self._clock() if not last else max(self._clock(), last[-1].ts)
+                started = time.perf_counter()
+                try:
+                    status, response = 200, endpoints.append(engine, caller, body, at=at)
+                except (InputError, Forbidden) as exc:
+                    status, response = refusal(exc)
+                elapsed = time.perf_counter() - started
+                self._note()
+                token = Token.of(engine, self.token_key)
+                record(self._entry("append", caller, body, engine, token, at, status, response,
+                                   elapsed))
+        except DecisionLogFailure as exc:
+            raise DecisionLogError(f"the decision log could not be written, so nothing is"
+                                   f" stored: {exc}") from exc
+        self.metrics.decided("append", endpoints.outcome(status, response))
         return Answer(status, response, token)
 
-    def _record(
-        self, endpoint: str, caller: Caller, body: Mapping[str, Any], view: View, token: Token,
-        at: datetime, status: int, response: dict[str, Any], elapsed: float,
-    ) -> None:
-        """Write the decision log's row, or fail the request closed (DecisionLogError)."""
+    def _log(self) -> DecisionLog:
         if self._decisions is None:
             raise DecisionLogError("the decision log is not open: nothing is decided unlogged")
-        entry = DecisionEntry(
+        return self._decisions
+
+    def _entry(
+        self, endpoint: str, caller: Caller, body: Mapping[str, Any], view: View, token: Token,
+        at: datetime, status: int, response: dict[str, Any], elapsed: float,
+    ) -> DecisionEntry:
+        return DecisionEntry(
             endpoint=endpoint, caller=caller.name, actor=converter.unstructure(caller.actor),
             on_behalf=endpoints.on_behalf(view, caller, endpoint, body), at=format_ts(at),
             request=dict(body), position=token.position, root=self._root_at(token.position),
@@ -407,8 +428,16 @@ class Service:
             reasons=endpoints.reasons(response) if status == 200 else [],
             duration_ms=round(elapsed * 1000, 3), auditor=caller.auditor,
         )
+
+    def _record(
+        self, endpoint: str, caller: Caller, body: Mapping[str, Any], view: View, token: Token,
+        at: datetime, status: int, response: dict[str, Any], elapsed: float,
+    ) -> None:
+        """Write the decision log's row, or fail the request closed (DecisionLogError)."""
+        log = self._log()
+        entry = self._entry(endpoint, caller, body, view, token, at, status, response, elapsed)
         try:
-            self._decisions.record(entry)
+            log.record(entry)
         except DecisionLogFailure as exc:
             raise DecisionLogError(f"the decision log could not be written, so nothing is"
                                    f" answered: {exc}") from exc

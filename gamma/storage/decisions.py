@@ -26,12 +26,14 @@ hash) for an auditor to compare with one kept elsewhere.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import re
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -41,7 +43,7 @@ import orjson
 
 from gamma.core.canonical import canonical_bytes
 from gamma.core.errors import InputError, IntegrityError, StoreError
-from gamma.storage._opening import SQLITE_HEADER
+from gamma.storage._opening import hold, is_store, release
 from gamma.storage.readonly import read_only_connection
 
 __all__ = [
@@ -192,6 +194,7 @@ class DecisionLog:
         self.token_key = token_key
         self._lock = threading.Lock()
         self._closed = False
+        self._held: tuple[int, int] | None = None
 
     @classmethod
     def open(
@@ -225,7 +228,9 @@ class DecisionLog:
                 conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
                 _create_or_check(conn, path)
                 key = _token_key(conn, path)
-            return cls(conn, path, read_only=read_only, token_key=key)
+            log = cls(conn, path, read_only=read_only, token_key=key)
+            log._held = hold(path)  # see gamma.storage._opening.hold: the WAL's locks
+            return log
         except BaseException as exc:
             if conn is not None:
                 conn.close()
@@ -237,32 +242,45 @@ class DecisionLog:
 
     def record(self, entry: DecisionEntry) -> int:
         """Append ``entry`` and commit it; its seq. DecisionLogFailure if it cannot be written."""
-        try:
-            data = entry.canonical()
-        except (TypeError, orjson.JSONEncodeError) as exc:
-            raise DecisionLogFailure(f"{self.path}: the entry is not JSON: {exc}") from exc
+        with self.writing() as insert:
+            return insert(entry)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Callable[[DecisionEntry], int]]:
+        """The log's write lock (``BEGIN IMMEDIATE``) held for the block, which gets a function
+        that inserts an entry (its seq); the rows commit as the block ends, or roll back if it
+        raises. A write to the store inside the block is made only once its row can be: the
+        lock not taken (within the busy timeout) is a DecisionLogFailure before it runs."""
         with self._lock:
             if self._closed or self.read_only:
                 raise DecisionLogFailure(f"{self.path}: the decision log is not open for writing")
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")  # the lock first, then the tail hash
-                try:
-                    row = conn.execute(
-                        "SELECT seq, hash FROM decisions ORDER BY seq DESC LIMIT 1"
-                    ).fetchone()
-                    seq, previous = (0, GENESIS_HEX) if row is None else (int(row[0]), str(row[1]))
-                    conn.execute(
-                        "INSERT INTO decisions (seq, entry, hash) VALUES (?, ?, ?)",
-                        (seq + 1, data.decode("utf-8"), chain_step(previous, data)),
-                    )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as exc:
+                raise DecisionLogFailure(f"{self.path}: cannot take the write lock: {exc}") from exc
+            try:
+                yield functools.partial(self._insert, conn)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
                 raise DecisionLogFailure(f"{self.path}: cannot record the decision: {exc}") from exc
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def _insert(self, conn: sqlite3.Connection, entry: DecisionEntry) -> int:
+        """Insert ``entry`` as the next row (inside ``writing``); its seq."""
+        try:
+            data = entry.canonical()
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            raise DecisionLogFailure(f"{self.path}: the entry is not JSON: {exc}") from exc
+        row = conn.execute("SELECT seq, hash FROM decisions ORDER BY seq DESC LIMIT 1").fetchone()
+        seq, previous = (0, GENESIS_HEX) if row is None else (int(row[0]), str(row[1]))
+        conn.execute(
+            "INSERT INTO decisions (seq, entry, hash) VALUES (?, ?, ?)",
+            (seq + 1, data.decode("utf-8"), chain_step(previous, data)),
+        )
         return seq + 1
 
     def _rows(self) -> Iterator[tuple[int, str, str]]:
@@ -337,6 +355,7 @@ class DecisionLog:
                 pass  # another worker has the file open: the last one to close folds it in
             finally:
                 self._conn.close()
+                release(self._held)
 
     def __enter__(self) -> Self:
         return self
@@ -348,6 +367,11 @@ class DecisionLog:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def _entry(text: str, seq: int, path: Path) -> DecisionEntry:
@@ -366,9 +390,8 @@ def _check_header(path: Path, *, read_only: bool) -> None:
         if read_only:
             raise InputError("no such decision log", source=str(path))
         return
-    with open(path, "rb") as handle:
-        if handle.read(16) != SQLITE_HEADER:
-            raise InputError("not a decision log (no SQLite header)", source=str(path))
+    if not is_store(path):  # never opened outside SQLite while this process holds it
+        raise InputError("not a decision log (no SQLite header)", source=str(path))
 
 
 def _create_or_check(conn: sqlite3.Connection, path: Path) -> None:
