@@ -18,9 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
+
+pytest.importorskip("uvicorn")  # the TLS tests run a real server: the extra gamma-governance[serve]
+pytest.importorskip("starlette")
+
+import httpx  # noqa: E402
+import uvicorn  # noqa: E402
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
