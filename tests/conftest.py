@@ -18,7 +18,10 @@ noticed where it is written.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("dev", max_examples=30, deadline=None)
@@ -45,3 +48,11 @@ if _PROFILE not in ("dev", "ci", "thorough"):
         f"HYPOTHESIS_PROFILE={_PROFILE!r} is not a profile of this suite (dev, ci, thorough)"
     )
 settings.load_profile(_PROFILE)
+
+
+@pytest.fixture(autouse=True)
+def _structlog_forgets_the_streams() -> Iterator[None]:
+    """``gamma.cli.main`` run in-process configures structlog with the stderr of that moment
+    (a capture that is closed when the test ends): a later test's command would write there."""
+    yield
+    structlog.reset_defaults()
