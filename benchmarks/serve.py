@@ -163,21 +163,25 @@ def _toml(value: Any) -> str:
     return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
 
 
-def write_callers(path: Path, actors: list[dict[str, Any]]) -> tuple[dict[str, str], str]:
-    """One caller per probe actor and a writer in the first tenant; their tokens by actor id
-    (the secrets stay in this process) and the writer's token."""
+def write_callers(path: Path, actors: list[dict[str, Any]]) -> tuple[dict[str, str], str, str]:
+    """One caller per probe actor, a writer in the first tenant and an auditor that scrapes
+    ``/metrics`` (auditors only; never used for the decisions timed, which it would see
+    differently); the probes' tokens by actor id (the secrets stay in this process), the
+    writer's and the scraper's."""
     tokens: dict[str, str] = {}
     blocks = []
     writer = {"id": f"{actors[0]['tenant']}-bench-writer", "tenant": actors[0]["tenant"]}
-    for actor in [*actors, writer]:
+    scraper = {"id": f"{actors[0]['tenant']}-bench-scraper", "tenant": actors[0]["tenant"]}
+    for actor in [*actors, writer, scraper]:
         secret, digest = new_token()
         tokens[actor["id"]] = secret
+        auditor = "true" if actor is scraper else "false"
         blocks.append(
             f'[[caller]]\nname = {_toml("bench-" + actor["id"])}\ntoken_sha256 = "{digest}"\n'
-            f"auditor = false\nactor = {_toml(actor)}\n"
+            f"auditor = {auditor}\nactor = {_toml(actor)}\n"
         )
     path.write_text("\n".join(blocks), encoding="utf-8")
-    return tokens, tokens.pop(writer["id"])
+    return tokens, tokens.pop(writer["id"]), tokens.pop(scraper["id"])
 
 
 # --- the server process -----------------------------------------------------------------
@@ -199,6 +203,7 @@ class Server:
                      "--port", str(self.port), *extra]  # fmt: skip
         self.log = work / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.scraper = ""  # an auditor's token: /metrics is the auditors'
 
     def start(self, timeout: float) -> float:
         """Start the server and wait for ``/readyz`` (200); seconds until it was ready."""
@@ -324,18 +329,26 @@ async def closed_loop(server: Server, clients: list[httpx.AsyncClient], ways: di
             if out is not None:
                 out.append((b - a) * 1e3)
 
+    load = _loadavg()
+    single = len(server.pids()) == 1  # several workers: /metrics answers from one of them
+    async with _client(server.base, server.scraper) as scraper:
+        return await _windows(server, clients, ways, each, warmup, rounds, run, scraper, single, load)
+
+
+async def _windows(server: Server, clients: list[httpx.AsyncClient], ways: dict[str, Way], each: int,
+                   warmup: int, rounds: int, run: Any, scraper: httpx.AsyncClient, single: bool,
+                   load: Any) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """The measured windows of ``closed_loop``, the histogram read by the auditor ``scraper``."""
     sums: dict[str, dict[str, Any]] = {
         name: {"ms": [], "wall": 0.0, "cpu": 0.0, "mine": 0.0, "buckets": {}} for name in ways
     }
-    load = _loadavg()
-    single = len(server.pids()) == 1  # several workers: /metrics answers from one of them
     for _, calls in ways.values():
         await asyncio.gather(*(run(calls, k, warmup, None) for k in range(len(clients))))
     for r in range(rounds):
         for name, (route, calls) in ways.items():
             count = each // rounds + (r < each % rounds)
             row = sums[name]
-            before = await _histogram(clients[0], route) if single else {}
+            before = await _histogram(scraper, route) if single else {}
             gc.collect()
             gc.disable()
             cpu0, mine0, t0 = server.cpu_s(), time.process_time(), time.perf_counter()
@@ -344,7 +357,7 @@ async def closed_loop(server: Server, clients: list[httpx.AsyncClient], ways: di
             row["cpu"] += server.cpu_s() - cpu0
             row["mine"] += time.process_time() - mine0
             gc.enable()
-            for le, c in (await _histogram(clients[0], route) if single else {}).items():
+            for le, c in (await _histogram(scraper, route) if single else {}).items():
                 row["buckets"][le] = row["buckets"].get(le, 0) + c - before.get(le, 0)
     out = {}
     for name, row in sums.items():
@@ -502,7 +515,8 @@ class Bench:
         seen: list[str] = []
         async with _client(self.server.base, self.tokens[actor["id"]]) as reader, \
                 _client(self.server.base, self.writer) as writer:  # fmt: skip
-            since = _checked(await reader.get("/healthz")).headers.get("Gamma-Token")
+            # the token of the log the watcher last saw (an authenticated answer carries it)
+            since = _checked(await reader.post("/v1/resolve", json={"view": "json"})).headers.get("Gamma-Token")
             if since is None:
                 raise BenchError("no Gamma-Token header on the server's responses")
             ready = asyncio.Event()
@@ -693,8 +707,9 @@ def main(argv: list[str] | None = None) -> int:
         report["store"]["probe_tenant_asserts"] = meta["tenant_asserts"][meta["actors"][0]["tenant"]]
         if args.build_only:
             return _write(report, args.out)
-        tokens, writer = write_callers(work / "callers.toml", meta["actors"])
+        tokens, writer, scraper = write_callers(work / "callers.toml", meta["actors"])
         server = Server(store, work / "callers.toml", work, args.server_arg)
+        server.scraper = scraper
         report["server"] = {"argv": server.argv[1:], "ready_s": round(server.start(args.ready_timeout), 2),
                             "rss_mib_ready": round(server.rss_mib(), 1)}  # fmt: skip
         report["at_issue_scale"] = args.events >= 10**6 and args.tenants >= 1000 and args.duration >= 600

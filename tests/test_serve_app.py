@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
+import socket
 import ssl
 import threading
 import time
@@ -102,28 +103,113 @@ class TestAuthentication:
 
     @pytest.mark.parametrize("path", ["/v1/resolve", "/access/v1/evaluation", "/v1/append"])
     def test_missing_or_bad_token_is_401(self, server: Server, path: str) -> None:
-        """No token and a forged one are both 401, with a Bearer challenge and a JSON error."""
+        """No token and a forged one are both 401, with a Bearer challenge and a JSON error,
+        and no ``Gamma-Token`` (the log position tells how much every tenant wrote)."""
         for headers in ({}, {"Authorization": "Bearer forged-token"}, {"Authorization": "Basic x"}):
             with server.client() as client:
                 response = client.post(path, json={}, headers=headers)
             assert response.status_code == 401
             assert response.headers["www-authenticate"].startswith("Bearer")
             assert response.json()["error"]["code"] == "unauthenticated"
-            assert response.headers["gamma-token"].startswith("gt1.")
+            assert "gamma-token" not in response.headers
 
-    def test_metrics_need_a_caller_health_does_not(self, server: Server, tokens: dict[str, str]) -> None:
-        """``/metrics`` is 401 without a caller; with one it is Prometheus text with the series."""
+    def test_no_position_without_a_caller(self, server: Server) -> None:
+        """Health, readiness, discovery and a 404 answer anyone, and tell nothing of the log:
+        no ``Gamma-Token``, and ``/readyz`` is ready without a position."""
         with server.client() as client:
-            assert client.get("/healthz").status_code == 200
-            assert client.get("/readyz").json()["ready"] is True
-            assert client.get("/.well-known/authzen-configuration").status_code == 200
+            answers = [client.get(path) for path in
+                       ("/healthz", "/readyz", "/.well-known/authzen-configuration", "/nowhere")]
+        assert [a.status_code for a in answers] == [200, 200, 200, 404]
+        assert [a for a in answers if "gamma-token" in a.headers] == []
+        assert answers[1].json() == {"ready": True}
+
+    def test_metrics_are_the_auditors(self, server: Server, tokens: dict[str, str]) -> None:
+        """``/metrics`` counts every tenant's decisions: 401 without a caller, 403 for a caller
+        that is no auditor, Prometheus text with the series for an auditor (a scraper's token)."""
+        with server.client() as client:
             assert client.get("/metrics").status_code == 401
         with server.client(tokens["alice-agent"]) as client:
             client.post("/access/v1/evaluation", json=evaluation("F1"))
+            refused = client.get("/metrics")
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"] == "forbidden"
+        assert "gamma_serve" not in refused.text
+        with server.client(tokens["auditor"]) as client:
             text = client.get("/metrics").text
         assert 'gamma_serve_requests_total{route="/metrics",status="401"}' in text
+        assert 'gamma_serve_requests_total{route="/metrics",status="403"}' in text
         assert 'gamma_serve_decisions_total{endpoint="evaluation",outcome="permit"}' in text
         assert "gamma_serve_log_position" in text
+
+
+class TestDiscovery:
+    """The AuthZEN discovery document names the server as configured, never as a client says."""
+
+    def test_forwarded_proto_is_not_trusted(self, server: Server) -> None:
+        """``X-Forwarded-Proto`` from a loopback client (which uvicorn trusts by default)
+        does not turn the advertised endpoints into https ones."""
+        with server.client() as client:
+            document = client.get("/.well-known/authzen-configuration",
+                                  headers={"X-Forwarded-Proto": "https"}).json()
+        assert document["policy_decision_point"] == server.url
+        assert document["access_evaluation_endpoint"] == f"{server.url}/access/v1/evaluation"
+
+    def test_public_url_is_named_whatever_the_host_header(self, limited: Server) -> None:
+        with limited.client() as client:
+            document = client.get("/.well-known/authzen-configuration",
+                                  headers={"Host": "evil.example", "X-Forwarded-Proto": "http"}).json()
+        assert document["policy_decision_point"] == PUBLIC
+        assert document["access_evaluations_endpoint"] == f"{PUBLIC}/access/v1/evaluations"
+
+
+PUBLIC = "https://pdp.example/gamma"
+
+
+@pytest.fixture(scope="module")
+def limited(setup: tuple[Path, Path, dict[str, str]]) -> Iterator[Server]:
+    """A server with a public URL and tight connection limits: 3 connections, 1 s keep-alive."""
+    store, callers, _ = setup
+    with serving(store, callers, "--public-url", PUBLIC, "--max-connections", "3",
+                 "--keep-alive", "1") as running:
+        yield running
+
+
+def _connect(server: Server) -> socket.socket:
+    host, port = server.url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=5)
+
+
+class TestConnectionLimits:
+    """A client that holds connections open cannot hold the server: past ``--max-connections``
+    a request is 503, and an idle keep-alive connection is closed after ``--keep-alive``."""
+
+    def test_past_max_connections_is_503(self, limited: Server) -> None:
+        idle = [_connect(limited) for _ in range(3)]
+        try:
+            time.sleep(0.2)  # the server has accepted them
+            with limited.client() as client:
+                assert client.get("/healthz").status_code == 503
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.monotonic() + 5
+        with limited.client() as client:
+            while (status := client.get("/healthz").status_code) != 200 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert status == 200
+
+    def test_an_idle_keep_alive_connection_is_closed(self, limited: Server) -> None:
+        with _connect(limited) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b'{"status":"ok"}'):  # headers and body may come apart
+                chunk = sock.recv(65536)
+                assert chunk, answer
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            started = time.monotonic()
+            assert sock.recv(65536) == b""  # closed by the server, not by our 5 s timeout
+            assert time.monotonic() - started < 4
 
 
 class TestOwnApi:
@@ -386,6 +472,24 @@ def test_mtls_names_the_caller_by_its_certificate(tmp_path: Path) -> None:
             client.get(f"{server.url}/healthz")
 
 
+def test_server_only_tls_authenticates_by_token(tmp_path: Path) -> None:
+    """HTTPS without client certificates runs on uvicorn's own parser (httptools when
+    installed): a bearer token names the caller, none is 401, as over plain HTTP."""
+    pki = Pki(tmp_path)
+    store = make_store(tmp_path / "memory.db")
+    secrets = write_callers(tmp_path / "callers.toml", CALLERS)
+    server_pem, server_key = pki.server
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    with serving(store, tmp_path / "callers.toml", "--tls-cert", str(server_pem), "--tls-key",
+                 str(server_key), verify=context) as server:
+        with server.client(secrets["alice-agent"]) as client:
+            response = client.post("/v1/resolve", json={})
+        assert response.status_code == 200, response.text
+        assert response.json()["resolution"]["actor"]["id"] == "alice"
+        with server.client() as client:
+            assert client.post("/v1/resolve", json={}).status_code == 401
+
+
 def test_sigterm_finishes_the_request_in_flight(tmp_path: Path) -> None:
     """SIGTERM while a read waits for freshness: it is still answered (503, JSON), then the
     server leaves by the signal (uvicorn re-raises it once shut down), with no traceback."""
@@ -507,7 +611,8 @@ class TestFailures:
 class TestCommand:
     """``gamma serve`` refuses what it cannot serve before any worker starts: exit 2, one line."""
 
-    @pytest.mark.parametrize("case", ["no store", "jsonl", "callers", "tls", "workers", "signer"])
+    @pytest.mark.parametrize("case", ["no store", "jsonl", "callers", "tls", "workers", "signer",
+                                      "public url"])
     def test_bad_input_is_one_error_line(self, tmp_path: Path, case: str) -> None:
         store = make_store(tmp_path / "memory.db")
         callers = tmp_path / "callers.toml"
@@ -519,6 +624,7 @@ class TestCommand:
             "tls": [str(store), "--callers", str(callers), "--tls-cert", str(EXAMPLE)],
             "workers": [str(store), "--callers", str(callers), "--workers", "0"],
             "signer": [str(store), "--callers", str(callers), "--signer-key", str(callers)],
+            "public url": [str(store), "--callers", str(callers), "--public-url", "pdp.example"],
         }[case]
         code = 0
         with CliRunner().isolation(env={"GAMMA_LOG_LEVEL": None, "GAMMA_CHAIN_KEY": None}) as (

@@ -10,7 +10,14 @@ from gamma.cli.logs import command
 from gamma.cli.options import read_text
 from gamma.core.errors import InputError
 from gamma.integrations import install_hint
-from gamma.serve.config import DEFAULT_FRESH_WAIT, DEFAULT_MAX_BODY, DEFAULT_TIMEOUT, ServeConfig
+from gamma.serve.config import (
+    DEFAULT_FRESH_WAIT,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_TIMEOUT,
+    ServeConfig,
+)
 from gamma.storage.store import Store, is_store
 
 __all__ = ["serve_command"]
@@ -37,6 +44,15 @@ __all__ = ["serve_command"]
 @click.option("--fresh-wait", "fresh_wait", default=DEFAULT_FRESH_WAIT, show_default=True,
               type=click.FloatRange(min=0.001), metavar="S",
               help="Longest a read waits to reach a Gamma-At-Least-As-Fresh token (else 503).")
+@click.option("--max-connections", "max_connections", default=DEFAULT_MAX_CONNECTIONS,
+              show_default=True, type=click.IntRange(min=1), metavar="N",
+              help="Open connections (or requests in flight) per worker; past it a request is 503.")
+@click.option("--keep-alive", "keep_alive", default=DEFAULT_KEEP_ALIVE, show_default=True,
+              type=click.IntRange(min=1), metavar="S",
+              help="Close a keep-alive connection idle this long after its last answer.")
+@click.option("--public-url", "public_url", default=None, metavar="URL",
+              help="The server's URL as callers reach it (behind a proxy), named by the AuthZEN"
+                   " discovery document; else the request's own scheme and Host.")
 @click.option("--signer-key", "signer_key", default=None, type=click.Path(dir_okay=False),
               help="Sign /v1/checkpoint with this key (as gamma keygen writes).")
 @click.option("--chain-key-file", "chain_key_file", default=None, type=click.Path(dir_okay=False),
@@ -44,7 +60,8 @@ __all__ = ["serve_command"]
 def serve_command(
     store: str, callers: str, host: str, port: int, workers: int, tls_cert: str | None,
     tls_key: str | None, tls_client_ca: str | None, max_body: int, timeout: float,
-    fresh_wait: float, signer_key: str | None, chain_key_file: str | None,
+    fresh_wait: float, max_connections: int, keep_alive: int, public_url: str | None,
+    signer_key: str | None, chain_key_file: str | None,
 ) -> None:
     """Serve STORE over HTTP: AuthZEN 1.0 and gamma's own API, for the callers of --callers.
 
@@ -76,7 +93,8 @@ def serve_command(
             parse_signer(read_text(signer_key, "signer key")[0], source=signer_key)
         config = ServeConfig(store=store, callers=callers, max_body=max_body, timeout=timeout,
                              fresh_wait=fresh_wait, signer_key=signer_key,
-                             chain_key_file=chain_key_file)
+                             chain_key_file=chain_key_file, public_url=public_url,
+                             max_connections=max_connections, keep_alive=keep_alive)
         record.update(host=host, port=port)
         run(config, host=host, port=port, workers=workers, tls_cert=tls_cert, tls_key=tls_key,
             tls_client_ca=tls_client_ca)

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 
 from gamma.core.errors import InputError
 
-__all__ = ["CONFIG_ENV", "ServeConfig", "DEFAULT_MAX_BODY", "DEFAULT_TIMEOUT", "DEFAULT_FRESH_WAIT"]
+__all__ = ["CONFIG_ENV", "ServeConfig", "DEFAULT_MAX_BODY", "DEFAULT_TIMEOUT", "DEFAULT_FRESH_WAIT",
+           "DEFAULT_MAX_CONNECTIONS", "DEFAULT_KEEP_ALIVE"]
 
 #: The environment variable holding the configuration (JSON) a worker reads.
 CONFIG_ENV = "GAMMA_SERVE_CONFIG"
@@ -26,11 +28,24 @@ CONFIG_ENV = "GAMMA_SERVE_CONFIG"
 DEFAULT_MAX_BODY = 1 << 20  # bytes of one request body
 DEFAULT_TIMEOUT = 10.0  # seconds one request may take
 DEFAULT_FRESH_WAIT = 2.0  # seconds a read waits for an at-least-as-fresh token
+DEFAULT_MAX_CONNECTIONS = 1024  # open connections (or requests in flight) of one worker; then 503
+DEFAULT_KEEP_ALIVE = 5  # seconds an idle keep-alive connection is held after its last answer
 
 
 def _positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if not value > 0:
         raise InputError(f"must be positive, not {value!r}", field=attribute.name)
+
+
+def _public_url(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    """An absolute http(s) URL with a host and neither query nor fragment (a base to append to)."""
+    if value is None:
+        return
+    parts = urlsplit(value) if isinstance(value, str) else None
+    if parts is None or parts.scheme not in {"http", "https"} or not parts.netloc \
+            or parts.query or parts.fragment:  # fmt: skip
+        raise InputError(f"must be an http(s) URL without query or fragment, not {value!r}",
+                         field=attribute.name)
 
 
 @attrs.frozen(kw_only=True)
@@ -39,6 +54,10 @@ class ServeConfig:
 
     ``fresh_wait`` bounds how long a read waits for another worker's write to
     reach it (``Gamma-At-Least-As-Fresh``); ``timeout`` bounds the whole request.
+    ``max_connections`` and ``keep_alive`` bound what idle or slow clients hold (uvicorn's
+    ``limit_concurrency``: past it a request is 503; ``timeout_keep_alive``).
+    ``public_url`` is the base the AuthZEN discovery document names (behind a proxy);
+    without it, the request's own scheme and ``Host``.
     """
 
     store: str
@@ -48,6 +67,9 @@ class ServeConfig:
     fresh_wait: float = attrs.field(default=DEFAULT_FRESH_WAIT, validator=_positive)
     signer_key: str | None = None
     chain_key_file: str | None = None
+    public_url: str | None = attrs.field(default=None, validator=_public_url)
+    max_connections: int = attrs.field(default=DEFAULT_MAX_CONNECTIONS, validator=_positive)
+    keep_alive: int = attrs.field(default=DEFAULT_KEEP_ALIVE, validator=_positive)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -4,8 +4,9 @@ uvicorn verifies a client certificate (``ssl_cert_reqs=CERT_REQUIRED`` against t
 but does not hand it to the app. ``TLSProtocol``, uvicorn's h11 protocol with one addition,
 puts each TLS connection's facts into every request's scope as the ASGI TLS extension
 (``scope["extensions"]["tls"]``, asgiref's TLS spec 0.2), where ``client_certificate`` reads
-them. The protocol is pinned to h11, the one uvicorn picks by default without httptools
-(the serve extra does not install it), so the scope is the same whatever else is installed.
+them. With a client CA the protocol is pinned to h11 (the certificate must reach the scope,
+and only this subclass puts it there); without one, uvicorn picks its own (httptools when
+installed, as the serve extra does).
 """
 
 from __future__ import annotations

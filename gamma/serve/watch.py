@@ -85,7 +85,7 @@ POLL_SPAN = 0.25
 ROOTS_KEPT = 1024
 
 Message = dict[str, str]
-"""One SSE message: ``event``, ``id`` and ``data``, or ``comment`` (sse_starlette's keys)."""
+"""One SSE message: ``event``, ``id`` and ``data``, or ``comment`` (the fields of a server-sent event)."""
 
 
 class Source(Protocol):
