@@ -4,6 +4,7 @@ a real server's stream."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from collections.abc import Iterator, Sequence
@@ -451,6 +452,7 @@ def _next_change(stream: Iterator[Message]) -> Message:
     return next(m for m in stream if m.get("event") in ("change", "position"))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("uvicorn") is None, reason="needs gamma[serve]")
 def test_a_real_server_streams_appends_within_50_ms_and_a_killed_watcher_resumes(
     tmp_path: Path,
 ) -> None:
