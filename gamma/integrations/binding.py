@@ -46,6 +46,7 @@ __all__ = [
     "ReadOnlyError",
     "WriteScopeError",
     "Written",
+    "check_write_scope",
     "content_id",
     "relied_record",
     "utc_now",
@@ -104,6 +105,20 @@ def relied_record(a: Admitted) -> dict[str, Any]:
     if isinstance(a, Recomputed):
         out["inputs"] = {"events": list(a.inputs.events), "facts": list(a.inputs.facts)}
     return out
+
+
+def check_write_scope(actor: Actor, body: Mapping[str, Any], *, field: str = "scope") -> None:
+    """An assert lands only at a scope its writer reads: its own, a parent, or ``global``
+    (every surface that writes as an actor: Binding's tools, ``gamma serve``'s append)."""
+    scope = body.get("scope", "global")
+    if body.get("type") != "assert" or not isinstance(scope, str):
+        return
+    if check_scope(scope) and not scope_contains(scope, actor.scope):
+        raise WriteScopeError(
+            f"{actor.id!r} writes only where it reads: scope {scope!r} does not contain its"
+            f" scope {actor.scope!r} (write at {actor.scope!r}, a parent of it, or 'global')",
+            field=field,
+        )
 
 
 @attrs.frozen
@@ -318,18 +333,8 @@ class Binding:
         return content_id("", self.actor, body, position=len(self.engine))
 
     def _check_scopes(self, bodies: Sequence[Mapping[str, Any]]) -> None:
-        """An assert lands only at a scope the actor reads: its own, a parent, or ``global``."""
-        mine = self.actor.scope
         for body in bodies:
-            scope = body.get("scope", "global")
-            if body.get("type") != "assert" or not isinstance(scope, str):
-                continue
-            if check_scope(scope) and not scope_contains(scope, mine):
-                raise WriteScopeError(
-                    f"{self.actor.id!r} writes only where it reads: scope {scope!r} does not"
-                    f" contain its scope {mine!r} (write at {mine!r}, a parent of it, or"
-                    " 'global')", field="scope",
-                )
+            check_write_scope(self.actor, body)
 
     def _write(self, bodies: list[dict[str, Any]]) -> Written:
         if not self.writable:

@@ -26,13 +26,12 @@ from gamma.audit.explain import explain as explain_fact
 from gamma.core.canonical import compact_json, parse_at
 from gamma.core.convert import converter
 from gamma.core.errors import DuplicateIdError, InputError, UnknownReferenceError, ValueTypeError
-from gamma.core.events import canonical_event, check_scope, normal_actor
+from gamma.core.events import canonical_event, normal_actor
 from gamma.core.model import Actor, Event
-from gamma.core.phases import scope_contains
 from gamma.integrations.binding import (
     NO_SUCH_FACT,
     Binding,
-    WriteScopeError,
+    check_write_scope,
     content_id,
     visible_decision,
 )
@@ -264,7 +263,7 @@ def append(engine: Engine, caller: Caller, body: Mapping[str, Any], *, at: datet
             Binding(engine, caller.actor, authority=authority)  # the [writers] check
         except InputError as exc:
             raise ValueTypeError(exc.message, field=f"{where}.authority") from None
-        _check_scope(caller.actor, event, where)
+        check_write_scope(caller.actor, event, field=f"{where}.scope")
         if event.get("type") in ("grant", "revoke") and "key" in event and not caller.auditor:
             raise Forbidden(f"{where}.key: caller {caller.name!r} is not an auditor: a key-wide"
                             f" {event['type']} reaches facts it may not see")
@@ -312,18 +311,6 @@ def _check_references(
             continue  # the store refuses its type, naming the field
         if visible_decision(view, caller.actor, at, fact, auditor=caller.auditor) is None:
             raise UnknownReferenceError(NO_SUCH_FACT.format(actor=caller.actor.id), field=field)
-
-
-def _check_scope(actor: Actor, event: Mapping[str, Any], where: str) -> None:
-    """An assert lands only where its writer reads (the rule of ``Binding``'s writes)."""
-    scope = event.get("scope", "global")
-    if event.get("type") == "assert" and isinstance(scope, str) and check_scope(scope) and (
-        not scope_contains(scope, actor.scope)
-    ):
-        raise WriteScopeError(
-            f"{actor.id!r} writes only where it reads: scope {scope!r} does not contain its"
-            f" scope {actor.scope!r}", field=f"{where}.scope",
-        )
 
 
 def provable(event: Event | None, caller: Caller) -> str:
