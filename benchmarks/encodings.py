@@ -8,9 +8,15 @@ encoding), each a fresh process whose CPU and wall time are read with ``os.wait4
 encoding must give the same resolution bytes, and the baseline the same as the current tree
 (the digest is printed). A script, not a test: pytest does not collect it.
 
+In process (``--rounds``, 0 to skip), per tree and encoding, a fresh child holds the file's
+lines as text (as a library caller hands them in) and alternates ``json.loads`` of every line
+with ``parse_events`` of them all (parse, validate, hash the chain and the tree), a
+``gc.collect()`` before each, Python's default collector thresholds; CPU seconds
+(``process_time``), the minimum and the median, and the ratio of the minima.
+
 Usage::
 
-    git worktree add /tmp/before 8159b48
+    git worktree add /tmp/before HEAD
     python benchmarks/encodings.py --events 100000 --baseline /tmp/before --out enc.json
 """
 
@@ -37,6 +43,32 @@ ENCODERS = {
 #: The encodings whose string values carry non-ASCII characters (written raw, or escaped).
 ACCENTED = ("compact_utf8", "compact_escapes")
 FLOOR = "import json,sys\nwith open(sys.argv[1],'rb') as f:\n    kept=[json.loads(x) for x in f]\n"
+#: The in-process child: ``json.loads`` of every line against ``parse_events`` of them all,
+#: alternated ``rounds`` times; prints the CPU seconds of each run as JSON.
+IN_PROCESS = """
+import gc, json, sys, time
+from gamma import parse_events
+path, rounds = sys.argv[1], int(sys.argv[2])
+with open(path, encoding="utf-8") as f:
+    lines = f.read().split("\\n")
+while lines and not lines[-1]:
+    lines.pop()
+loads, clock = json.loads, time.process_time
+runs = {"json_loads": [], "parse_events": []}
+parse_events(lines[:1000])  # the first call's imports and caches, outside the clock
+for _ in range(rounds):
+    gc.collect()
+    start = clock()
+    kept = [loads(line) for line in lines]
+    runs["json_loads"].append(clock() - start)
+    del kept
+    gc.collect()
+    start = clock()
+    kept = parse_events(lines)
+    runs["parse_events"].append(clock() - start)
+    del kept
+print(json.dumps(runs))
+"""
 
 
 def encode(source: Path, target: Path, options: dict[str, Any], *, accents: bool) -> None:
@@ -50,10 +82,14 @@ def encode(source: Path, target: Path, options: dict[str, Any], *, accents: bool
             out.write(json.dumps(event, **options) + "\n")
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
-    """(wall s, CPU s, stdout) of one child process."""
+def run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, bytes]:
+    """(wall s, CPU s, stdout) of one child process, run in ``cwd``: ``python -m`` and ``-c``
+    put the working directory first on ``sys.path``, before ``PYTHONPATH``, so a child run
+    from a checkout would import that checkout's gamma whatever tree it was given."""
     started = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    child = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
+    )
     out = child.stdout.read() if child.stdout is not None else b""
     _, status, usage = os.wait4(child.pid, 0)
     if status != 0:
@@ -61,11 +97,28 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
     return time.perf_counter() - started, usage.ru_utime + usage.ru_stime, out
 
 
+def in_process(log: Path, rounds: int, env: dict[str, str]) -> dict[str, Any]:
+    """``parse_events`` against ``json.loads`` of the same lines, in one child process (run
+    beside the log, for the reason ``run`` gives)."""
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(log), str(rounds)], env=env,
+                          check=True, capture_output=True, text=True, cwd=log.parent)
+    runs = json.loads(done.stdout)
+    row: dict[str, Any] = {
+        stage: {"min_cpu_s": min(times), "median_cpu_s": statistics.median(times)}
+        for stage, times in runs.items()
+    }
+    row["ratio_min_to_json_loads"] = (
+        row["parse_events"]["min_cpu_s"] / row["json_loads"]["min_cpu_s"]
+    )
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline", default=None, help="another gamma checkout to compare with")
+    parser.add_argument("--rounds", type=int, default=3, help="in-process rounds (0: none)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gamma-enc-"))
@@ -87,14 +140,19 @@ def main() -> None:
         encode(synth, log, options, accents=name in ACCENTED)
         times: dict[str, list[tuple[float, float]]] = {k: [] for k in [*trees, "json_loads"]}
         outputs: dict[str, bytes] = {}
+        for label, tree in trees.items():  # each run imports the tree it was given
+            _, _, found = run([sys.executable, "-c", "import gamma; print(gamma.__file__)"],
+                              {**env, "PYTHONPATH": tree}, work)
+            if not found.decode().strip().startswith(tree):
+                raise SystemExit(f"{label} imports {found.decode().strip()}, not {tree}")
         for _ in range(args.repeat):
             for label, tree in trees.items():
                 wall, cpu, out = run([sys.executable, "-m", "gamma", "-q", "resolve", str(log),
                                       "--actor", actor, "--at", at, "--format", "json"],
-                                     {**env, "PYTHONPATH": tree})
+                                     {**env, "PYTHONPATH": tree}, work)
                 times[label].append((wall, cpu))
                 outputs[label] = out
-            wall, cpu, _ = run([sys.executable, "-c", FLOOR, str(log)], env)
+            wall, cpu, _ = run([sys.executable, "-c", FLOOR, str(log)], env, work)
             times["json_loads"].append((wall, cpu))
         digest = json.loads(outputs["current"])["digest"]
         same = {label: json.loads(out)["digest"] == digest for label, out in outputs.items()}
@@ -106,8 +164,15 @@ def main() -> None:
         row["ratio_cpu_to_json_loads"] = {k: row[k]["cpu_s"] / floor for k in trees}
         if "baseline" in trees:
             row["current_over_baseline_cpu"] = row["current"]["cpu_s"] / row["baseline"]["cpu_s"]
+        if args.rounds:
+            row["in_process"] = {
+                label: in_process(log, args.rounds, {**env, "PYTHONPATH": tree})
+                for label, tree in trees.items()
+            }
         result["encodings"][name] = row
     rows = result["encodings"]
+    ratios = {name: row["ratio_cpu_to_json_loads"]["current"] for name, row in rows.items()}
+    result["current_slowest_over_fastest_encoding"] = max(ratios.values()) / min(ratios.values())
     result["same_resolution_per_content"] = {  # the same events, however they were written
         "ascii_values": rows["dumps_defaults"]["digest"] == rows["compact_ascii"]["digest"],
         "accented_values": rows["compact_utf8"]["digest"] == rows["compact_escapes"]["digest"],

@@ -1,31 +1,27 @@
-"""The fast way into the event model: one orjson decode per line, structuring written out by
-hand, the canonical text encoded once.
+"""The fast ways into the event model that ``plain`` does not cover: any line (``fast_line``),
+and an object already decoded (``fast_event``: a store's rows, objects handed in from Python).
 
-It only ever *accepts*. Whatever it is not sure of (a float, an integer past ±(2^53-1), a
-key written twice, whitespace or an escape the canonical text would not keep, an unknown,
-missing or null field, a type the strict hooks refuse, a timestamp not already in UTC
-canonical form) makes it answer None, and the caller takes the strict path (``decode_json``
-and the cattrs converter), which builds the same event or raises the error naming line and
-field. ``tests/test_events.py`` pins the two paths to the same events, canonical text and
-errors on generated valid and malformed logs.
+``fast_line`` is ``plain.typed_line`` for a line in any encoding (whitespace, key order,
+UTF-8, ``\\u`` escapes, CRLF): msgspec decodes it once into typed structs, every name is
+checked on its decoded text, and the canonical text is re-encoded from the decoded line, once.
+``fast_event`` structures a decoded object by hand.
 
-Why a key written twice is caught without a hook: the canonical text of a decoded object is
-never longer than its source (every escape, number and literal it writes is the shortest
-form), and a dropped duplicate ``"k":v`` takes at least five bytes, so equal lengths mean
-no duplicate, no whitespace and no longer escape.
+Both only ever *accept*. Whatever they are not sure of (a float, an integer past
+±(2^53-1), a key written twice, an unknown, missing or null field, a type the strict hooks
+refuse, a name with a character the strict path would look at, a timestamp not already in
+UTC canonical form, a field of issue 30) makes them answer None, and the caller takes the
+strict path (``decode_json`` and the cattrs converter), which builds the same event or raises
+the error naming line and field. ``tests/test_events.py`` and ``tests/test_encodings.py`` pin
+the paths to the same events, canonical text and errors on generated valid and malformed logs.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import orjson
-
-from gamma.core.canonical import canonical_bytes
 from gamma.core.model import (
     APPLICABILITIES,
     KINDS,
@@ -40,6 +36,7 @@ from gamma.core.model import (
     Revoke,
     Visibility,
 )
+from gamma.core.plain import CANONICAL_TS, SCOPE_SYNTAX, sound, typed_line
 from gamma.core.policy import Policy
 from gamma.core.stated import derivation_sound
 
@@ -145,12 +142,6 @@ def _literal(allowed: tuple[str, ...]) -> Callable[[Any], str]:
 
 
 _TS_CACHE: dict[str, datetime] = {}
-#: A scope: ``global`` or '/'-separated segments (SPEC §2); the strict path uses it too.
-SCOPE_SYNTAX = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
-#: A timestamp already in canonical UTC form: kept as written in the canonical text.
-CANONICAL_TS = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.(?!000000)[0-9]{6})?Z"
-)
 
 
 def _ts(value: Any) -> datetime:
@@ -330,48 +321,7 @@ def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
     return event
 
 
-def sound(event: Event, policy: Policy) -> bool:
-    """The rules of ``events._check_semantics`` beyond names, scopes and types: authority and
-    clearance on the policy's ladders, no over-claim where the policy refuses it, a validity
-    window that ends after it starts, and grants naming exactly one target and one grantee."""
-    authority = getattr(event, "authority", None)
-    if authority is not None:
-        if not policy.knows_authority(authority):
-            return False
-        if policy.over_claim == "refuse" and policy.over_claims(authority, event.actor):
-            return False
-    if isinstance(event, Assert):
-        visibility = event.visibility
-        if (
-            visibility is not None
-            and visibility.clearance is not None
-            and not policy.knows_clearance(visibility.clearance)
-        ):
-            return False
-        start, end = event.valid_from, event.valid_until
-        return start is None or end is None or end > start
-    if isinstance(event, (Grant, Revoke)):
-        return (event.fact is None) != (event.key is None) and (event.role is None) != (
-            event.to_actor is None
-        )
-    return True
-
-
 def fast_line(line: str | bytes, policy: Policy) -> tuple[Event, str, bytes] | None:
-    """One JSON line decoded once into an event and its canonical text (as text and as the
-    UTF-8 bytes the chain and the tree hash), or None (strict path)."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    event = fast_event(obj, policy)
-    if event is None:
-        return None
-    canonical = canonical_bytes(obj)
-    if isinstance(line, str):
-        size = len(line) if line.isascii() else len(line.encode("utf-8"))
-    else:
-        size = len(line)
-    if len(canonical) != size:
-        return None  # a duplicate key, whitespace or a longer escape: the strict path decides
-    return event, canonical.decode("utf-8"), canonical
+    """One JSON line in any encoding decoded once into an event and its canonical text (as
+    text and as the UTF-8 bytes the chain and the tree hash), or None (strict path)."""
+    return typed_line(line, policy)

@@ -1,19 +1,32 @@
-"""The first way into the event model: a plain line, decoded and type-checked by msgspec in C.
-
-A *plain* line is printable ASCII with no escape: no byte outside 0x20-0x7E but the JSON
-structure itself, and no backslash. On such a line every string is already printable (so a
-name needs only to be non-empty), nothing can be a lone surrogate, and the canonical text has
-no escape either, so msgspec's sorted encoding of the decoded line *is* the canonical text.
-Generated logs, gamma's own output and most hand-written logs are plain.
+"""The typed way into the event model: a line in any valid JSON encoding, decoded and
+type-checked by msgspec in C, and its canonical text re-encoded from what it decoded.
 
 One decode checks every field's type, the event's tag, unknown and missing fields and the
-safe integer range; the scope grammar (once per distinct scope) and the canonical UTC form
-of every timestamp are checked next, and msgspec builds the attrs event. Like ``fastpath``
-it only ever *accepts*: anything else (not plain, a field it refuses, a null, a date that
-does not exist, a policy rule) answers None and the reader tries the next way in. Why a
-repeated key, whitespace or a null is caught by length alone: see ``fastpath``. Properties
-in ``tests/test_plain.py`` pin this way to the strict path's events, canonical text and
-errors.
+safe integer range, whatever the spacing, the key order, the line end (CRLF) and the way a
+string is written (ASCII, UTF-8, ``\\u`` escapes and surrogate pairs, decoded in C; a lone
+surrogate, a raw control character, a float or NaN is refused there). The scope grammar (once
+per distinct scope) and the canonical UTC form of every timestamp are checked next, and
+msgspec builds the attrs event. The sorted encoding of the decoded line is its canonical text,
+byte for byte what the strict path writes (``compact_json`` and msgspec escape alike; a
+property test checks it), so the chain bytes are encoded once per event, whatever came in.
+
+A key written twice (msgspec keeps one) or a null (left out of the encoding) is caught by
+counting colons: outside strings a colon follows a key and nothing else, so a line whose
+colons are as many as its canonical text's has as many keys (the strings' own colons are the
+same on both sides, unless one is written ``\\u003a``: such a line is declined).
+
+A *plain* line is printable ASCII with no escape (no byte outside 0x20-0x7E but JSON's own
+whitespace, and no backslash). Its strings are printable, so a name needs only to be
+non-empty there, and its canonical text is ASCII (``plain_line``). On any other line
+(``typed_line``) every name must be printable as decoded: one that is not (a control or
+format character, or a no-break space the strict path looks at and lets pass) is the strict
+path's. Generated logs, gamma's own output and most hand-written logs are plain.
+
+Like ``fastpath`` it only ever *accepts*: anything else (a field it refuses, a null, a
+repeated key, a date that does not exist, a timestamp not in UTC form, a name the strict
+path would look at twice, a policy rule, a field of issue 30 it does not know) answers None
+and the reader tries the next way in. ``tests/test_plain.py`` and ``tests/test_encodings.py``
+pin this way to the strict path's events, canonical text and errors in every encoding.
 """
 
 from __future__ import annotations
@@ -25,7 +38,6 @@ from typing import Annotated, ClassVar, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from gamma.core.fastpath import CANONICAL_TS, SCOPE_SYNTAX, sound
 from gamma.core.model import (
     Assert,
     Event,
@@ -38,7 +50,14 @@ from gamma.core.model import (
 from gamma.core.policy import Policy
 from gamma.core.stated import derivation_sound
 
-__all__ = ["is_plain", "plain_line"]
+__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "is_plain", "plain_line", "sound", "typed_line"]
+
+#: A scope: ``global`` or '/'-separated segments (SPEC §2); the strict path uses it too.
+SCOPE_SYNTAX = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
+#: A timestamp already in canonical UTC form: kept as written in the canonical text.
+CANONICAL_TS = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.(?!000000)[0-9]{6})?Z"
+)
 
 _MAX_SAFE = 2**53 - 1
 
@@ -88,6 +107,11 @@ class _Assert(_Line, tag="assert"):
     depends_on: _Names | None = None
     supersedes: _Names | None = None
     derivation: str | None = None
+    # Issue 30's fields are not fields here (a line holding one is refused: the strict path
+    # reads it), but ``msgspec.convert`` looks for each of them, as for ``_canonical``.
+    subject: ClassVar[None] = None
+    salt: ClassVar[None] = None
+    commitment: ClassVar[None] = None
 
 
 class _Retract(_Line, tag="retract"):
@@ -196,6 +220,81 @@ def _model(typed: _Line) -> Event | None:
     return event
 
 
+def _names_printable(typed: _Line) -> bool:
+    """Every name of a typed line is printable, as ``events._check_name`` wants it at once
+    (a name it would look at twice, to refuse or to let pass, is the strict path's). A scope
+    needs no look: its grammar is ASCII."""
+    if not (typed.id.isprintable() and typed.actor.isprintable() and typed.tenant.isprintable()):
+        return False
+    if isinstance(typed, _Assert):
+        seen = typed.visibility
+        return (
+            typed.fact.isprintable()
+            and typed.key.isprintable()
+            and (seen is None or all(
+                name.isprintable() for names in (seen.roles, seen.actors) if names for name in names
+            ))
+        )  # fmt: skip
+    if isinstance(typed, _Access):
+        return all(
+            name is None or name.isprintable()
+            for name in (typed.fact, typed.key, typed.role, typed.to_actor)
+        )
+    if isinstance(typed, _Experience):
+        return typed.experience.isprintable()
+    assert isinstance(typed, (_Retract, _Promote))
+    return typed.fact.isprintable()
+
+
+def _decoded(line: str | bytes) -> tuple[_Line, bytes] | None:
+    """A line's typed struct and its canonical bytes, or None: not JSON, a type refused, a key
+    written twice, a null."""
+    try:
+        typed = _decode(line)
+    except (_Refused, RecursionError):  # skipping a deep value to find the tag: the strict
+        return None  # path's depth check names it (SPEC §18)
+    except UnicodeEncodeError:  # a str holding a lone surrogate: the strict path names it
+        return None
+    data = _encode(typed)
+    colons = line.count(":") if isinstance(line, str) else line.count(b":")
+    if colons != data.count(b":"):
+        return None  # a repeated key or a null: more keys written than encoded
+    return typed, data
+
+
+def _checked(typed: _Line, policy: Policy | None) -> Event | None:
+    """The event of a typed line whose names are known printable, if every rule holds."""
+    try:
+        event = _model(typed)
+    except _Refused:
+        return None  # a timestamp of a day that does not exist
+    if event is None:
+        return None
+    if policy is not None and not sound(event, policy):
+        return None
+    return event
+
+
+def typed_line(line: str | bytes, policy: Policy | None) -> tuple[Event, str, bytes] | None:
+    """A line's event and its canonical text (as text and as UTF-8 bytes) in any valid
+    encoding, or None (the strict path decides). Without a policy, the checks that need one
+    are left out."""
+    if ("\\u003" in line) if isinstance(line, str) else (b"\\u003" in line):
+        return None  # maybe a colon written as an escape: the count above would not see it
+    found = _decoded(line)
+    if found is None:
+        return None
+    typed, data = found
+    text = data.decode("utf-8")
+    # No escape in the canonical text: each string is in it as decoded, so a printable text
+    # has printable names. Else (a control character, a quote or a backslash in some string,
+    # or a character that is not printable) each name is looked at.
+    if ("\\" in text or not text.isprintable()) and not _names_printable(typed):
+        return None
+    event = _checked(typed, policy)
+    return None if event is None else (event, text, data)
+
+
 def is_plain(text: str | bytes) -> bool:
     """Printable ASCII and no escape (of a line, or of a whole file at once)."""
     if isinstance(text, str):
@@ -206,24 +305,41 @@ def is_plain(text: str | bytes) -> bool:
 def plain_line(
     line: str | bytes, policy: Policy | None, *, known_plain: bool = False
 ) -> tuple[Event, bytes] | None:
-    """A plain line's event and its canonical text as UTF-8 (ASCII) bytes, or None (another
-    way in decides). Without a policy, the checks that need one are left out. A reader that
-    found its whole input plain says so (``known_plain``) rather than have each line scanned."""
+    """A plain line's event and its canonical text as UTF-8 (ASCII) bytes, in any spacing and
+    key order, or None (another way in decides). Without a policy, the checks that need one
+    are left out. A reader that found its whole input plain says so (``known_plain``) rather
+    than have each line scanned."""
     if not known_plain and not is_plain(line):
         return None
-    try:
-        typed = _decode(line)
-    except (_Refused, RecursionError):  # skipping a deep value to find the tag: the strict
-        return None  # path's depth check names it (SPEC §18)
-    data = _encode(typed)
-    if len(data) != len(line):
-        return None  # a repeated key, whitespace or a null
-    try:
-        event = _model(typed)
-    except _Refused:
-        return None  # a timestamp of a day that does not exist
-    if event is None:
+    found = _decoded(line)
+    if found is None:
         return None
-    if policy is not None and not sound(event, policy):
-        return None
-    return event, data
+    event = _checked(found[0], policy)
+    return None if event is None else (event, found[1])
+
+
+def sound(event: Event, policy: Policy) -> bool:
+    """The rules of ``events._check_semantics`` beyond names, scopes and types: authority and
+    clearance on the policy's ladders, no over-claim where the policy refuses it, a validity
+    window that ends after it starts, and grants naming exactly one target and one grantee."""
+    authority = getattr(event, "authority", None)
+    if authority is not None:
+        if not policy.knows_authority(authority):
+            return False
+        if policy.over_claim == "refuse" and policy.over_claims(authority, event.actor):
+            return False
+    if isinstance(event, Assert):
+        visibility = event.visibility
+        if (
+            visibility is not None
+            and visibility.clearance is not None
+            and not policy.knows_clearance(visibility.clearance)
+        ):
+            return False
+        start, end = event.valid_from, event.valid_until
+        return start is None or end is None or end > start
+    if isinstance(event, (Grant, Revoke)):
+        return (event.fact is None) != (event.key is None) and (event.role is None) != (
+            event.to_actor is None
+        )
+    return True
