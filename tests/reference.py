@@ -42,6 +42,7 @@ VALIDITY = frozenset(
         "dependency_invalidated",
         "derivation_failed",
         "recomputed",
+        "erased",
     }
 )
 VISIBILITY = frozenset(
@@ -80,11 +81,17 @@ class _Event:
         return self.line.get(name, default)
 
     def canonical(self) -> str:
-        """SPEC §8: the fields as written, keys sorted, timestamps in UTC form."""
+        """SPEC §8: the fields as written, keys sorted, timestamps in UTC form; SPEC §21: a
+        value written with a salt is replaced by ``commitment`` = SHA-256(salt || value)."""
         body = dict(self.line)
         for name in TIMESTAMPS:
             if name in body:
                 body[name] = _utc(parse_ts(body[name]))
+        if "salt" in body:
+            salt, value = body.pop("salt"), body.pop("value")
+            body["commitment"] = hashlib.sha256(
+                bytes.fromhex(salt) + _canonical(value).encode("utf-8")
+            ).hexdigest()
         return _canonical(body)
 
 
@@ -117,6 +124,8 @@ class _Resolver:
             "scope": actor.get("scope", "global"),
         }
         self.tenant = actor["tenant"]
+        # SPEC §21: an erase anywhere in the log (before or after t) erases as of every time
+        self.erases = [e for e in log if e.tenant == self.tenant and e.type == "erase"]
         self.ours = [e for e in self.cut if e.tenant == self.tenant]
         self.facts = [e for e in self.ours if e.type == "assert"]  # in log order
         self.ignored: set[tuple[str, str, str]] = set()
@@ -258,10 +267,10 @@ class _Resolver:
         )
 
     def reaches(self, event: _Event, fact: str) -> bool:
-        """§4 phase 3: a grant/revoke by f, or by its key at or above r(f); a key grant never
-        reaches a fact whose visibility lists actors."""
+        """§3, §4 phase 3: a grant/revoke by f or by its key, at or above r(f) (by f below it:
+        ignored, no effect); a key grant never reaches a fact whose visibility lists actors."""
         if event.get("fact") is not None:
-            return bool(event.get("fact") == fact)
+            return event.get("fact") == fact and self.rank(event.get("authority")) >= self.r(fact)
         if event.get("key") != self.key(fact) or self.rank(event.get("authority")) < self.r(fact):
             return False
         listed = self.assert_of(fact).get("visibility", {}).get("actors")
@@ -304,6 +313,11 @@ class _Resolver:
         superseded = self.supersessions()
         for f in ids:
             asserted = self.assert_of(f)
+            erasing = [e.id for e in self.erases if any(x["fact"] == f for x in e.get("erased"))]
+            if erasing:
+                codes[f]["erased"] = reason("erased", erasing)
+            elif "value" not in asserted.line:  # its value gone, its erase not in the log
+                codes[f]["erased"] = reason("erased", [asserted.id])
             if self.commit_of(f) is None:
                 status = asserted.get("status")
                 codes[f][status] = reason(status, [asserted.id])

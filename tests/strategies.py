@@ -9,10 +9,17 @@ get interesting, and shrinking ends on logs a person can read line by line.
 Every reference in a generated log names an earlier fact of the same tenant, ``ts`` never
 decreases, and authority and clearance names come from the policy's own ladders, so every
 ``Log`` parses; ``logs()`` checks that with ``gamma.parse_events`` before returning it.
+
+With ``erasure=True`` (issue 30, SPEC §21) a log also holds committed values (``value`` with
+a ``salt``, sometimes their ``commitment`` and a ``subject``), erased values (``commitment``
+alone) and erase events naming committed facts. It is off by default: an erase changes Γ at
+times before it (by design), and a committed line's chain bytes are not its canonical JSON,
+so properties written for plaintext logs opt in where they hold.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -50,8 +57,11 @@ __all__ = [
     "SCOPES",
     "TENANTS",
     "VALUES",
+    "BASES",
     "Log",
     "Malformed",
+    "commitment_of",
+    "erased_form",
     "Scenario",
     "actors",
     "extensions",
@@ -185,6 +195,25 @@ class Log:
     def tenants(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(line["tenant"] for line in self.lines))
 
+    def erased_facts(self) -> dict[str, str]:
+        """Fact -> the erase event naming it, over the whole log."""
+        return {
+            item["fact"]: line["id"]
+            for line in self.lines
+            if line["type"] == "erase"
+            for item in line["erased"]
+        }
+
+    def as_erased(self) -> Log:
+        """The log as a committed store holds it after its erasures: each erased fact's line
+        in its erased form (SPEC §21; the same chain bytes)."""
+        gone = self.erased_facts()
+        return Log.of(
+            (erased_form(line) if line["type"] == "assert" and line["fact"] in gone else line
+             for line in self.lines),
+            self.policy,
+        )
+
     def last_ts(self) -> datetime:
         return max((parse_ts(line["ts"]) for line in self.lines), default=BASE)
 
@@ -277,8 +306,11 @@ class _Builder:
     prefix: str
     palette: tuple[str, ...]
     dense: bool = False
+    erasure: bool = False  # committed and erased values, erase events (issue 30)
     lines: list[dict[str, Any]] = attrs.Factory(list)
     facts: dict[str, list[tuple[str, str]]] = attrs.Factory(dict)  # tenant -> [(fact, key)]
+    # tenant -> fact -> commitment, of the committed facts no erase names yet
+    erasable: dict[str, dict[str, str]] = attrs.Factory(dict)
     used_ids: set[str] = attrs.Factory(set)
     ts: datetime = BASE
 
@@ -291,8 +323,11 @@ class _Builder:
         prefix: str,
         palette: Sequence[str],
         dense: bool = False,
+        erasure: bool = False,
     ) -> _Builder:
-        builder = cls(log.policy, tuple(tenants), prefix, tuple(palette), dense, ts=log.last_ts())
+        builder = cls(
+            log.policy, tuple(tenants), prefix, tuple(palette), dense, erasure, ts=log.last_ts()
+        )
         for line in log.lines:
             builder.record(line)
         builder.lines.clear()
@@ -313,6 +348,12 @@ class _Builder:
                 self.used_ids.add(line[field])
         if line["type"] == "assert":
             self.facts.setdefault(line["tenant"], []).append((line["fact"], line["key"]))
+            committed = commitment_of(line)
+            if committed is not None:
+                self.erasable.setdefault(line["tenant"], {})[line["fact"]] = committed
+        elif line["type"] == "erase":
+            for item in line["erased"]:
+                self.erasable[line["tenant"]].pop(item["fact"], None)
         self.ts = max(self.ts, parse_ts(line["ts"]))
 
 
@@ -355,6 +396,8 @@ def _draw_event(
             "revoke",
             "experience",
         ]
+    if b.erasure and b.erasable.get(tenant):
+        types += ["erase", "erase", "erase"]
     kind = draw(st.sampled_from(types))
     line: dict[str, Any] = {
         "id": b.fresh("e"),
@@ -414,6 +457,13 @@ def _draw_event(
             )
             if "depends_on" in line and draw(_sometimes):
                 _derive(draw, line, dict(known))
+        if b.erasure:
+            _commit(draw, line)
+    elif kind == "erase":
+        erasable = b.erasable[tenant]
+        named = draw(st.lists(st.sampled_from(sorted(erasable)), min_size=1, max_size=2, unique=True))
+        line["erased"] = [{"fact": fact, "commitment": erasable[fact]} for fact in named]
+        line["basis"] = draw(st.sampled_from(BASES))
     elif kind in ("retract", "promote"):
         line["fact"] = draw(st.sampled_from(known_ids))
         _put(line, "authority", auth())
@@ -444,6 +494,47 @@ def _draw_event(
         _put(line, "applicability", _maybe(draw, st.sampled_from(_APPLICABILITIES)))
     b.record(line)
     return line
+
+
+#: Legal bases of generated erase events.
+BASES = ("GDPR Art. 17(1)(a)", "CCPA 1798.105", "consent withdrawn")
+#: Subjects of generated committed values.
+_SUBJECTS = ("alice", "bob", "carol")
+
+
+def commitment_of(line: dict[str, Any]) -> str | None:
+    """SPEC §21, computed independently: a written assert's commitment (SHA-256 of the salt's
+    bytes and the value's canonical JSON), or None for a plaintext one."""
+    if "salt" in line:
+        value = json.dumps(line["value"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(bytes.fromhex(line["salt"]) + value.encode("utf-8")).hexdigest()
+    found: str | None = line.get("commitment")
+    return found
+
+
+def erased_form(line: dict[str, Any]) -> dict[str, Any]:
+    """A committed assert's line with its value and salt gone (its commitment kept)."""
+    body = {name: item for name, item in line.items() if name not in ("value", "salt")}
+    committed = commitment_of(line)
+    assert committed is not None, line
+    body["commitment"] = committed
+    return body
+
+
+def _commit(draw: st.DrawFn, line: dict[str, Any]) -> None:
+    """Sometimes make a generated assert's value committed (a salt made from its fact id:
+    generation stays deterministic), its commitment written or not, or erased already."""
+    form = draw(st.sampled_from(("plain", "plain", "committed", "committed", "erased")))
+    if form == "plain":
+        return
+    line["salt"] = hashlib.sha256(f"salt of {line['fact']}".encode()).hexdigest()
+    if draw(st.booleans()):
+        line["commitment"] = commitment_of(line)
+    if draw(_sometimes):
+        line["subject"] = draw(st.sampled_from(_SUBJECTS))
+    if form == "erased":
+        line.update(erased_form(line))
+        del line["value"], line["salt"]
 
 
 #: Derivations of generated derived facts ({0}, {1}: the first and last input), over the
@@ -508,8 +599,10 @@ def logs(
     min_size: int = 0,
     max_size: int = 12,
     prefix: str = "",
+    erasure: bool = False,
 ) -> Log:
-    """A valid log of every event type over ``tenants`` (the first one is the busiest)."""
+    """A valid log of every event type over ``tenants`` (the first one is the busiest);
+    ``erasure``: with committed and erased values and erase events too."""
     if policy is None:
         policy = draw(policies())
     elif isinstance(policy, st.SearchStrategy):
@@ -517,7 +610,7 @@ def logs(
     assert isinstance(policy, Policy)
     weighted = (tenants[0], *tenants) if len(tenants) > 1 else tuple(tenants)
     dense = draw(st.booleans())
-    b = _Builder(policy, weighted, prefix, _palette(draw, policy), dense)
+    b = _Builder(policy, weighted, prefix, _palette(draw, policy), dense, erasure)
     for _ in _events(draw, min_size, max_size):
         _draw_event(draw, b)
     return Log.of(b.lines, policy)
@@ -533,6 +626,7 @@ def extensions(
     max_size: int = 6,
     authority_below: int | None = None,
     tenants: Sequence[str] | None = None,
+    erasure: bool = False,
 ) -> Log:
     """Events that may follow ``log`` (referencing its facts), all with ``ts > after``.
 
@@ -549,6 +643,7 @@ def extensions(
         prefix="",
         palette=_palette(draw, log.policy),
         dense=draw(st.booleans()),
+        erasure=erasure,
     )
     for _ in _events(draw, min_size, max_size):
         _draw_event(draw, b, after=after, authority=forced)
@@ -625,6 +720,7 @@ def scenarios(
     max_size: int = 12,
     tenant: str | None = "acme",
     tenants: Sequence[str] | None = None,
+    erasure: bool = False,
 ) -> Scenario:
     """A log, an actor (of ``tenant``, the log's busiest tenant, unless None) and a time.
 
@@ -633,7 +729,7 @@ def scenarios(
     """
     if tenants is None:
         tenants = draw(st.sampled_from((TENANTS, TENANTS[:1])))
-    log = draw(logs(policy=policy, tenants=tenants, max_size=max_size))
+    log = draw(logs(policy=policy, tenants=tenants, max_size=max_size, erasure=erasure))
     return Scenario(log, draw(actors(log, tenant=tenant)), draw(probe_times(log)))
 
 

@@ -54,6 +54,8 @@ BASE: dict[str, list[str]] = {
     "checkpoint": ["checkpoint", "{store}", "--key-file", "{signer}", "--size", "3"],
     "conformance": ["conformance", "{cases}", "--suite", "trap", "--junit", "{out_file}",
                     "--timeout", "5"],
+    "erase": ["erase", "{store}", "--tenant", "acme", "--basis", "GDPR Art. 17(1)(a)",
+              "--actor", "dpo", "--fact", "F1"],
     "explain": ["explain", "{log}", "F1", "--actor", "{actor}", "--at", AT],
     "export": ["export", "{store}"],
     "import statebench": ["import", "statebench", "{timelines}", "--out", "{out_dir}"],

@@ -383,6 +383,8 @@ def _number(value: Any) -> Fraction | None:
     if match is None:
         return None
     sign, whole, fraction, percent = match.groups()
+    if len(whole) + len(fraction or "") > 40:  # SPEC §19.7: a written number has at most 40
+        return None  # digits, also one a derivation computed (40 whole digits and a fraction)
     number = Fraction(int(whole + (fraction or "")), 10 ** len(fraction or ""))
     return (-number if sign else number) / (100 if percent else 1)
 

@@ -364,3 +364,11 @@ def test_a_recomputed_value_shows_as_such_and_the_stale_one_never_in_the_context
     assert "= 20" not in context and "stated" not in context
     text = res.render("text")
     assert "recomputed from W2, stated 20" in text
+
+
+def test_a_column_whose_every_cell_is_past_the_pad_limit_renders() -> None:
+    """Every value past 120 characters: the column keeps its header's width (it used to be
+    ``max()`` of one int, a TypeError), and each long cell overflows it whole."""
+    value = "v" * 130
+    text = run(A("F1", "note", value)).render("text")
+    assert value in text

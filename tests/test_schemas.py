@@ -151,8 +151,10 @@ def test_resolution_of_the_example_and_of_every_corpus_case() -> None:
         seen_codes |= {r["code"] for e in record["excluded"] for r in e["reasons"]}
         seen_codes |= {a["stale"]["code"] for a in record["admitted"] if "stale" in a}
         seen_ignored |= {i["code"] for i in record["ignored"]}
-    # tenant_isolation is never in a resolution; recomputed only in an admitted item's stale
-    assert seen_codes == set(REASON_CODES) - {"tenant_isolation"}
+    # tenant_isolation is never in a resolution; recomputed only in an admitted item's stale;
+    # the corpus holds no erasure (its tables stay those of DESIGN): an erased record is
+    # checked against the schema in tests/test_erasure_core.py
+    assert seen_codes == set(REASON_CODES) - {"tenant_isolation", "erased"}
     assert "insufficient_authority" in seen_ignored
 
 
@@ -347,3 +349,25 @@ def test_both_reject(change: Any) -> None:
     assert list(validator().iter_errors(case))
     with pytest.raises(InputError):
         parse_case(case, path=path)
+
+
+def test_a_resolution_with_an_erased_fact_is_of_the_schema() -> None:
+    """The corpus holds no erasure: an erased fact's record (code ``erased``, SPEC §21) and its
+    dependent's are checked here."""
+    salt = "ab" * 32
+    lines = [
+        {"type": "assert", "id": "e1", "ts": "2026-01-01T00:00:00Z", "actor": "w",
+         "tenant": "acme", "fact": "F1", "key": "salary", "value": 5100, "salt": salt},
+        {"type": "assert", "id": "e2", "ts": "2026-01-01T00:00:01Z", "actor": "w",
+         "tenant": "acme", "fact": "F2", "key": "bonus", "value": 510, "depends_on": ["F1"]},
+    ]
+    parsed = gamma.parse_events([json.dumps(line) for line in lines])
+    erase = {"type": "erase", "id": "e3", "ts": "2026-01-02T00:00:00Z", "actor": "w",
+             "tenant": "acme", "basis": "GDPR Art. 17(1)(a)",
+             "erased": [{"fact": "F1", "commitment": parsed[0].commitment}]}
+    log = gamma.parse_events([json.dumps(line) for line in [*lines, erase]])
+    who = {"id": "alice", "tenant": "acme"}
+    record = json.loads(gamma.resolve(log, who, "2026-01-01T12:00:00Z").to_json())
+    assert errors("resolution", record) == []
+    codes = {item["fact"]: [r["code"] for r in item["reasons"]] for item in record["excluded"]}
+    assert codes == {"F1": ["erased"], "F2": ["dependency_invalidated"]}

@@ -63,9 +63,54 @@ def entry(n: int = 0, **changes: Any) -> DecisionEntry:
 def raw(path: Path) -> sqlite3.Connection:
     """A plain connection to the log, its append-only triggers dropped (as a tamperer would)."""
     conn = sqlite3.connect(str(path), isolation_level=None)
-    for name in ("decisions_no_update", "decisions_no_delete", "decisions_in_order"):
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER {name}")
     return conn
+
+
+#: The schema of a format-1 decision log, as gamma wrote it before issue 30 (written here, not
+#: taken from the module, so that old files are checked against what they really hold).
+FORMAT_1 = (
+    "CREATE TABLE decision_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE decisions (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL, hash TEXT NOT NULL)",
+    "CREATE TRIGGER decisions_in_order BEFORE INSERT ON decisions "
+    "WHEN NEW.seq IS NOT coalesce((SELECT max(seq) FROM decisions), 0) + 1 "
+    "BEGIN SELECT RAISE(ABORT, 'the decision log is append-only: a row must be the next seq'); END",
+    "CREATE TRIGGER decisions_no_update BEFORE UPDATE ON decisions "
+    "BEGIN SELECT RAISE(ABORT, 'the decision log is append-only: UPDATE refused'); END",
+    "CREATE TRIGGER decisions_no_delete BEFORE DELETE ON decisions "
+    "BEGIN SELECT RAISE(ABORT, 'the decision log is append-only: DELETE refused'); END",
+    "INSERT INTO decision_meta (name, value) VALUES ('format', 'gamma-decisions'), ('version', '1')",
+)
+
+
+def format_1(path: Path) -> Path:
+    """A new, empty format-1 decision log at ``path``."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    for statement in FORMAT_1:
+        conn.execute(statement)
+    conn.close()
+    return path
+
+
+def format_2_chain(path: Path) -> str:
+    """The head of a format-2 log computed here from its rows, independently of the module:
+    sha256(previous || sha256(salt || entry) || outline), checking each commitment on the way."""
+    conn = sqlite3.connect(str(path))
+    head = bytes(32)
+    rows = conn.execute("SELECT d.seq, d.outline, d.commitment, e.salt, e.entry FROM decisions d"
+                        " JOIN decision_entries e ON e.seq = d.seq ORDER BY d.seq").fetchall()  # fmt: skip
+    conn.close()
+    for _, outline, commitment, salt, text in rows:
+        entry_obj = json.loads(text)
+        appended = entry_obj["response"].get("appended")
+        assert json.loads(outline) == {"appended": appended if isinstance(appended, int) else None,
+                                       "endpoint": entry_obj["endpoint"],
+                                       "position": entry_obj["position"], "status": entry_obj["status"]}  # fmt: skip
+        assert hashlib.sha256(bytes.fromhex(salt) + text.encode()).hexdigest() == commitment
+        head = hashlib.sha256(head + bytes.fromhex(commitment) + outline.encode()).digest()
+    return head.hex()
 
 
 # -- freshness tokens --------------------------------------------------------------------
@@ -160,20 +205,45 @@ class TestDecisionLog:
     def test_path_is_beside_the_store(self, tmp_path: Path) -> None:
         assert decision_log_path(tmp_path / "s.db") == tmp_path / "s.db.decisions"
 
-    def test_records_in_order_and_the_chain_is_sha256_of_previous_and_entry(self, tmp_path: Path) -> None:
+    def test_records_in_order_and_the_chain_hashes_each_entrys_salted_commitment(self, tmp_path: Path) -> None:
         path = tmp_path / "log.decisions"
         entries = [entry(n) for n in range(5)]
         with DecisionLog.open(path) as log:
+            assert log.version == "2"
             assert [log.record(e) for e in entries] == [1, 2, 3, 4, 5]
             assert list(log.entries()) == list(enumerate(entries, start=1))
             report = log.verify()
             head = log.head()
+        assert report.ok and report.entries == 5 and report.redacted == 0
+        assert report.head == head[1] == format_2_chain(path) and head[0] == 5
+        conn = sqlite3.connect(str(path))
+        salts = [s for (s,) in conn.execute("SELECT salt FROM decision_entries")]
+        conn.close()
+        assert len(set(salts)) == 5 and all(len(bytes.fromhex(s)) == 32 for s in salts)  # fresh each
+
+    def test_a_format_1_log_opens_records_and_verifies_as_format_1(self, tmp_path: Path) -> None:
+        """An old file is never converted: its rows stay the entries, chained as they are."""
+        path = format_1(tmp_path / "old.decisions")
+        entries = [entry(n) for n in range(4)]
+        with DecisionLog.open(path) as log:
+            assert log.version == "1"
+            assert [log.record(e) for e in entries[:2]] == [1, 2]
+        with DecisionLog.open(path) as log:
+            assert log.record(entries[2]) == 3 and log.record(entries[3]) == 4
+            report = log.verify()
+            assert list(log.entries()) == list(enumerate(entries, start=1)) and log.redactions() == []
         expected = bytes(32)
         for e in entries:  # computed here independently of the module
             data = json.dumps(e.to_dict(), sort_keys=True, separators=(",", ":")).encode()
             expected = hashlib.sha256(expected + data).digest()
-        assert report.ok and report.entries == 5
-        assert report.head == head[1] == expected.hex() and head[0] == 5
+        assert report.ok and report.entries == 4 and report.head == expected.hex()
+        conn = sqlite3.connect(str(path))
+        assert [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == [
+            "decision_meta", "decisions"]
+        assert conn.execute("SELECT value FROM decision_meta WHERE name = 'version'").fetchone() == ("1",)
+        conn.close()
+        with DecisionLog.open(path, read_only=True) as log:
+            assert log.verify() == report
 
     def test_writing_takes_the_lock_first_and_commits_at_the_end(self, tmp_path: Path) -> None:
         """The lock held by another process: the block never runs (DecisionLogFailure). Held
@@ -200,11 +270,44 @@ class TestDecisionLog:
 
     def test_an_empty_log_verifies(self, tmp_path: Path) -> None:
         with DecisionLog.open(tmp_path / "log.decisions") as log:
-            assert log.verify().to_dict() == {"broken": None, "entries": 0, "head": GENESIS_HEX,
-                                              "ok": True, "problem": None, "seq": 0}  # fmt: skip
+            assert log.verify().to_dict() == {"broken": None, "entries": 0, "erase_events": [],
+                                              "head": GENESIS_HEX, "ok": True, "problem": None,
+                                              "redacted": 0, "seq": 0}  # fmt: skip
 
     def test_rows_are_append_only_in_sqlite_itself(self, tmp_path: Path) -> None:
         path = tmp_path / "log.decisions"
+        with DecisionLog.open(path) as log:
+            log.record(entry(1))
+            log.record(entry(2))
+        conn = sqlite3.connect(str(path), isolation_level=None)
+        for sql in ("UPDATE decisions SET commitment = 'x'", "DELETE FROM decisions",
+                    "INSERT INTO decisions (seq, outline, commitment, hash) VALUES (5, '{}', 'x', 'x')",
+                    "INSERT OR REPLACE INTO decisions (seq, outline, commitment, hash) VALUES (2, '{}', 'x', 'x')",
+                    "UPDATE decision_entries SET entry = '{}'", "DELETE FROM decision_entries",
+                    "INSERT OR REPLACE INTO decision_entries (seq, salt, entry) VALUES (2, 'x', '{}')",
+                    "INSERT INTO redactions (seq, erase_event) VALUES (1, 'e-never-applied')"):  # fmt: skip
+            with pytest.raises(sqlite3.DatabaseError, match="append-only|redaction"):
+                conn.execute(sql)
+        conn.execute("INSERT INTO applied_erasures (erase_event) VALUES ('e-1')")  # allowed
+        conn.execute("INSERT OR REPLACE INTO applied_erasures (erase_event) VALUES ('e-1')")  # ignored
+        for sql in ("INSERT INTO redactions (seq, erase_event) VALUES (9, 'e-1')",  # no such entry
+                    "UPDATE applied_erasures SET erase_event = 'e-2'", "DELETE FROM applied_erasures"):  # fmt: skip
+            with pytest.raises(sqlite3.DatabaseError, match="append-only|redaction"):
+                conn.execute(sql)
+        assert conn.execute("SELECT count(*) FROM applied_erasures").fetchone() == (1,)
+        conn.execute("INSERT INTO redactions (seq, erase_event) VALUES (1, 'e-1')")
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("DELETE FROM redactions")
+        conn.execute("DELETE FROM decision_entries WHERE seq = 1")  # the one deletion allowed
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("DELETE FROM decision_entries WHERE seq = 2")
+        conn.close()
+        with DecisionLog.open(path, read_only=True) as log:
+            report = log.verify()
+        assert report.ok and report.redacted == 1 and report.erase_events == ("e-1",)
+
+    def test_format_1_rows_are_append_only_in_sqlite_itself(self, tmp_path: Path) -> None:
+        path = format_1(tmp_path / "log.decisions")
         with DecisionLog.open(path) as log:
             log.record(entry(1))
         conn = sqlite3.connect(str(path), isolation_level=None)
@@ -213,8 +316,10 @@ class TestDecisionLog:
             with pytest.raises(sqlite3.DatabaseError, match="append-only"):
                 conn.execute(sql)
 
-    def _tampered(self, tmp_path: Path, sql: str) -> Any:
+    def _tampered(self, tmp_path: Path, version: str, sql: str) -> Any:
         path = tmp_path / "log.decisions"
+        if version == "1":
+            format_1(path)
         with DecisionLog.open(path) as log:
             for n in range(5):
                 log.record(entry(n))
@@ -224,33 +329,76 @@ class TestDecisionLog:
         with DecisionLog.open(path, read_only=True) as log:
             return log.verify()
 
-    def test_an_edited_row_is_found(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("version", ["1", "2"])
+    def test_an_edited_row_is_found(self, tmp_path: Path, version: str) -> None:
         edited = entry(2, response={"decision": False}).canonical().decode()
-        report = self._tampered(tmp_path, f"UPDATE decisions SET entry = '{edited}' WHERE seq = 3")
+        table = "decisions" if version == "1" else "decision_entries"
+        report = self._tampered(tmp_path, version, f"UPDATE {table} SET entry = '{edited}' WHERE seq = 3")
         assert not report.ok and report.broken == 3 and report.entries == 2
+        if version == "2":
+            assert "commitment" in (report.problem or "")
 
-    def test_a_deleted_row_is_found(self, tmp_path: Path) -> None:
-        report = self._tampered(tmp_path, "DELETE FROM decisions WHERE seq = 2")
+    @pytest.mark.parametrize("version", ["1", "2"])
+    def test_a_deleted_row_is_found(self, tmp_path: Path, version: str) -> None:
+        report = self._tampered(tmp_path, version, "DELETE FROM decisions WHERE seq = 2")
         assert not report.ok and report.broken == 3 and "missing" in (report.problem or "")
 
-    def test_reordered_rows_are_found(self, tmp_path: Path) -> None:
-        # rows 2 and 3 swapped whole (entry and hash), seqs kept in order
-        report = self._tampered(tmp_path, """
-            UPDATE decisions SET seq = -2 WHERE seq = 2;
-            UPDATE decisions SET seq = 2 WHERE seq = 3;
-            UPDATE decisions SET seq = 3 WHERE seq = -2;
+    def test_an_entry_deleted_without_a_redaction_is_found(self, tmp_path: Path) -> None:
+        """Its commitment still chains, but nothing says why the entry went: tampering."""
+        report = self._tampered(tmp_path, "2", "DELETE FROM decision_entries WHERE seq = 2")
+        assert not report.ok and report.broken == 2 and "without a redaction" in (report.problem or "")
+
+    def test_a_forged_redaction_with_a_changed_commitment_is_found(self, tmp_path: Path) -> None:
+        """A redaction made by hand that also swaps in another commitment (to hide what the
+        entry said) breaks the chain at that row."""
+        report = self._tampered(tmp_path, "2", f"""
+            INSERT INTO applied_erasures (erase_event) VALUES ('e-forged');
+            INSERT INTO redactions (seq, erase_event) VALUES (2, 'e-forged');
+            DELETE FROM decision_entries WHERE seq = 2;
+            UPDATE decisions SET commitment = '{"ab" * 32}' WHERE seq = 2;
         """)
+        assert not report.ok and report.broken == 2 and "hash" in (report.problem or "")
+
+    def test_a_redaction_of_a_held_entry_or_of_a_cut_row_is_found(self, tmp_path: Path) -> None:
+        report = self._tampered(tmp_path, "2", """
+            INSERT INTO applied_erasures (erase_event) VALUES ('e-1');
+            INSERT INTO redactions (seq, erase_event) VALUES (4, 'e-1');
+        """)
+        assert report.broken == 4 and "still held" in (report.problem or "")
+        (tmp_path / "cut").mkdir()
+        report = self._tampered(tmp_path / "cut", "2", "DELETE FROM decisions WHERE seq = 5")
+        assert report.broken == 5 and "decision_entries holds seq 5" in (report.problem or "")
+
+    def test_an_edited_outline_is_found(self, tmp_path: Path) -> None:
+        """The outline (what replay counts a redacted write by) is chained too."""
+        outline = '{"appended":null,"endpoint":"evaluation","position":2,"status":403}'
+        report = self._tampered(tmp_path, "2", f"UPDATE decisions SET outline = '{outline}' WHERE seq = 3")
+        assert report.broken == 3 and "hash" in (report.problem or "")
+
+    @pytest.mark.parametrize("version", ["1", "2"])
+    def test_reordered_rows_are_found(self, tmp_path: Path, version: str) -> None:
+        # rows 2 and 3 swapped whole (entry and hash), seqs kept in order
+        tables = ("decisions",) if version == "1" else ("decisions", "decision_entries")
+        report = self._tampered(tmp_path, version, "".join(f"""
+            UPDATE {t} SET seq = -2 WHERE seq = 2;
+            UPDATE {t} SET seq = 2 WHERE seq = 3;
+            UPDATE {t} SET seq = 3 WHERE seq = -2;
+        """ for t in tables))
         assert not report.ok and report.broken == 2
 
     def test_a_row_in_other_json_spelling_is_found(self, tmp_path: Path) -> None:
-        """Same entry, other bytes, hash recomputed for them: not the canonical row."""
+        """Same entry, other bytes, commitment and hash recomputed for them: not the canonical row."""
         path = tmp_path / "log.decisions"
         with DecisionLog.open(path) as log:
             log.record(entry(0))
         spelled = json.dumps(entry(0).to_dict(), indent=1)
-        digest = hashlib.sha256(bytes(32) + spelled.encode()).hexdigest()
         conn = raw(path)
-        conn.execute("UPDATE decisions SET entry = ?, hash = ? WHERE seq = 1", (spelled, digest))
+        salt, outline = conn.execute("SELECT e.salt, d.outline FROM decision_entries e"
+                                     " JOIN decisions d ON d.seq = e.seq").fetchone()  # fmt: skip
+        commitment = hashlib.sha256(bytes.fromhex(salt) + spelled.encode()).hexdigest()
+        digest = hashlib.sha256(bytes(32) + bytes.fromhex(commitment) + outline.encode()).hexdigest()
+        conn.execute("UPDATE decision_entries SET entry = ? WHERE seq = 1", (spelled,))
+        conn.execute("UPDATE decisions SET commitment = ?, hash = ? WHERE seq = 1", (commitment, digest))
         conn.close()
         with DecisionLog.open(path) as log:
             report = log.verify()
@@ -461,10 +609,10 @@ class TestReplay:
         path = decision_log_path(served.engine._store.path)  # type: ignore[union-attr]
         served.log.close()
         conn = raw(path)
-        text = conn.execute("SELECT entry FROM decisions WHERE seq = 4").fetchone()[0]
+        text = conn.execute("SELECT entry FROM decision_entries WHERE seq = 4").fetchone()[0]
         obj = orjson.loads(text)
         obj["response"]["codes"] = ["retracted"]
-        conn.execute("UPDATE decisions SET entry = ? WHERE seq = 4", (orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode(),))
+        conn.execute("UPDATE decision_entries SET entry = ? WHERE seq = 4", (orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode(),))
         conn.close()
         result = replay_decisions(path.with_suffix(""), handlers=HANDLERS)
         assert not result.ok and result.chain.broken == 4 and result.replayed == 3

@@ -7,7 +7,9 @@ was checked by resolving again with it before it is reported.
 The actor's view never shows more than the resolution already does: for a fact hidden
 from the actor (``access_denied``, ``dependency_restricted``, ``tenant_isolation``) only
 the codes and the events the resolution names; no value, writer, time or counterfactual
-(which would reveal the visibility rule). ``auditor=True`` shows everything.
+(which would reveal the visibility rule). ``auditor=True`` shows everything but an erased
+value (SPEC §21): an erased fact's assert is read as its erased copy, even when the log given
+still holds the value, so no view, timeline or report shows it.
 
 Work and output are linear in the log (SPEC §5, output size): the log is indexed once, a timeline
 visits only the events that can bear on the fact, the dependency tree names each fact's
@@ -27,10 +29,21 @@ from typing import Any
 import attrs
 
 from gamma.core.canonical import compact_json, format_ts, parse_ts
+from gamma.core.commitment import erased_copy
 from gamma.core.decisions import Inputs, Reason, Recomputed, Stale
 from gamma.core.derivation import Failure
 from gamma.core.events import parse_actor
-from gamma.core.model import Actor, Assert, Event, Experience, Grant, Promote, Retract, Revoke
+from gamma.core.model import (
+    Actor,
+    Assert,
+    Erase,
+    Event,
+    Experience,
+    Grant,
+    Promote,
+    Retract,
+    Revoke,
+)
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.recompute import failure_of
 from gamma.core.render import EXPLANATIONS, inert
@@ -241,6 +254,7 @@ class Index:
 
     @classmethod
     def build(cls, events: Sequence[Event], res: Resolution, policy: Policy) -> Index:
+        events = _without_erased_values(events, res)
         asserts: dict[str, Assert] = {}
         assert_pos: dict[str, int] = {}
         own: dict[str, list[int]] = {}
@@ -274,6 +288,21 @@ class Index:
                    own=own, naming=naming, by_key=by_key, by_id=by_id, cutoff=cutoff,
                    hidden=hidden, ignored_events=ignored_events,
                    ignored=frozenset((i.event, i.fact) for i in res.ignored))
+
+
+def _without_erased_values(events: Sequence[Event], res: Resolution) -> Sequence[Event]:
+    """``events`` with each erased fact's assert (named by an erase event of the log, or
+    excluded as ``erased``) replaced by its copy without value and salt: what an explanation
+    reads never holds an erased value."""
+    erased = {x.fact for x in res.excluded if "erased" in x.codes}
+    erased.update(item.fact for e in events if isinstance(e, Erase) for item in e.erased)
+    if not erased:
+        return events
+    return [
+        erased_copy(e) if isinstance(e, Assert) and e.fact in erased and e.value is not None
+        and (e.salt is not None or e.commitment is not None) else e
+        for e in events
+    ]
 
 
 @attrs.define
@@ -444,7 +473,10 @@ def _mask(step: Step, hidden_facts: frozenset[str]) -> Step:
 
 
 def _describe_assert(e: Assert, *, with_value: bool = True, why: str = "not admitted") -> str:
-    shown = compact_json(e.value) if with_value else f"(value not shown: {why})"
+    if e.value is None:
+        shown = "(value erased)"
+    else:
+        shown = compact_json(e.value) if with_value else f"(value not shown: {why})"
     parts = [f"asserted {inert(e.key)} = {shown}"]
     status = e.status or "committed"
     parts.append(status if status != "committed" else "committed")
@@ -541,6 +573,8 @@ def _timeline(index: Index, fact: str, *, brief: bool) -> list[Step]:
                     did = f"{what}: changed this actor's access"
                 else:
                     did = f"{what}: not this actor"
+        elif isinstance(e, Erase) and any(item.fact == fact for item in e.erased):
+            did = f"value erased (basis: {compact_json(e.basis)}); its commitment stays in the log"
         if e.id in dep_events and fact != getattr(e, "fact", None):
             origin = getattr(e, "fact", "")
             path = ancestors.get(origin, origin)

@@ -38,6 +38,7 @@ from gamma.audit.diff import (
 )
 from gamma.core.canonical import canonical_json, digest_of, parse_ts
 from gamma.core.chain import head_of
+from gamma.core.commitment import erased_copy
 from gamma.core.convert import first_failure
 from gamma.core.decisions import (
     REASON_CODES,
@@ -59,8 +60,9 @@ from gamma.core.errors import (
 )
 from gamma.core.events import canonical_event, parse_actor
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
-from gamma.core.model import Actor, Event, heard_by
+from gamma.core.model import Actor, Assert, Erase, Event, heard_by
 from gamma.core.policy import Policy
+from gamma.core.render import inert
 from gamma.core.resolution import FORMAT, UNDIGESTED, Resolution
 from gamma.core.resolver import resolve
 from gamma.core.strictjson import decode_json
@@ -315,6 +317,10 @@ class ReplayResult:
     diff: AuditDiff
     record_policy: str
     resolution: Resolution = attrs.field(eq=False, repr=False)
+    #: the facts and experiences whose difference an erasure explains (SPEC §21), and the
+    #: erase events of the log that erased their values
+    erased: tuple[str, ...] = ()
+    erase_events: tuple[str, ...] = ()
 
     @property
     def head_ok(self) -> bool:
@@ -329,6 +335,17 @@ class ReplayResult:
     def ok(self) -> bool:
         """Identical: same head and the same resolution (``engine`` aside)."""
         return self.head_ok and self.diff.same
+
+    @property
+    def erased_only(self) -> bool:
+        """Not identical only because values were erased since the record was made: the same
+        log, and every difference is a fact excluded as ``erased``, a dependent of one, or an
+        experience that used one (SPEC §21). An erasure is not a changed decision."""
+        return (
+            self.head_ok
+            and not self.diff.same
+            and _explained(self.diff, frozenset(self.erased))
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -348,6 +365,9 @@ class ReplayResult:
             },
             "record_digest_ok": self.record_digest_ok,
             "diff": self.diff.to_dict(),
+            # only when a value was erased, so a replay of an unerased log keeps its bytes
+            **({"erased": {"events": list(self.erase_events), "facts": list(self.erased),
+                           "only": self.erased_only}} if self.erased else {}),
         }
 
     def to_json(self) -> str:
@@ -359,6 +379,14 @@ class ReplayResult:
             digest = self.resolution.digest
             lines = [f"identical: replayed {self.events} events, head {self.head}, digest {digest}"]
             lines += self.diff.notes(a="record", b="replay")
+        elif self.erased_only:
+            lines = [
+                f"identical but for erased values: replayed {self.events} events, head"
+                f" {self.head}; the values of {', '.join(map(inert, self.erased))} were erased"
+                f" since the record was made (by {', '.join(map(inert, self.erase_events))}):"
+                " an erasure, not a changed decision"
+            ]
+            lines += self.diff.render(a="record", b="replay").splitlines()
         else:
             lines = ["different: the replay does not reproduce the record"]
             if self.resolution.policy != self.record_policy:
@@ -444,6 +472,12 @@ def replay(
         raise ValueTypeError(str(exc), source=source, field="at") from None
     count = record["events"]
     prefix = events[:count] if isinstance(events, tuple) else tuple(events[:count])
+    erasures = _erasures(events[count:])
+    if erasures:  # no cut of the log brings an erased value back (SPEC §21)
+        prefix = tuple(
+            erased_copy(event) if isinstance(event, Assert) and event.fact in erasures else event
+            for event in prefix
+        )
     canonical = [canonical_event(event) for event in prefix]
     head = head_of(canonical)
     tree = CompactRange()
@@ -452,6 +486,9 @@ def replay(
     whole = covered(prefix, at) == len(prefix)
     resolution = resolve(prefix, actor, at, policy, head=head if whole else None,
                          tree=tree.head() if whole else None)
+    replayed = audit_record(resolution, prefix)
+    erased = _erased_outcomes(replayed)
+    named = sorted({erase for fact in erased for erase in erasures.get(fact, ())})
     return ReplayResult(
         events=count,
         available=len(events),
@@ -460,7 +497,74 @@ def replay(
         tree=tree.head(),
         record_tree=TreeHead(size=record["tree"]["size"], root=record["tree"]["root"]),
         record_digest_ok=record_digest(record) == record["digest"],
-        diff=diff_records(record, audit_record(resolution, prefix)),
+        diff=diff_records(record, replayed),
         record_policy=record["policy"],
         resolution=resolution,
+        erased=erased,
+        erase_events=tuple(named) or _own_erasures(resolution, erased),
+    )
+
+
+def _erasures(events: Sequence[Event]) -> dict[str, tuple[str, ...]]:
+    """Fact -> the erase events among ``events`` naming it."""
+    found: dict[str, list[str]] = {}
+    for event in events:
+        if isinstance(event, Erase):
+            for item in event.erased:
+                found.setdefault(item.fact, []).append(event.id)
+    return {fact: tuple(ids) for fact, ids in found.items()}
+
+
+_DEPENDENCY_CODES = frozenset({"dependency_invalidated", "dependency_restricted"})
+
+
+def _erased_outcomes(replayed: dict[str, Any]) -> tuple[str, ...]:
+    """The facts the replay excludes as ``erased``, the facts whose dependency reasons name
+    one of them (their origin), and the experiences whose used facts are among them."""
+    erased = {
+        item["fact"]
+        for item in replayed["excluded"]
+        if any(reason["code"] == "erased" for reason in item["reasons"])
+    }
+    if not erased:
+        return ()
+    dependents = {
+        item["fact"]
+        for item in replayed["excluded"]
+        if any(
+            reason["code"] in _DEPENDENCY_CODES and erased & set(reason["facts"])
+            for reason in item["reasons"]
+        )
+    }
+    facts = erased | dependents
+    experiences = {
+        item["experience"]
+        for item in replayed["experiences"]
+        if any(reason["fact"] in facts for reason in item["reasons"])
+    }
+    return tuple(sorted(facts | experiences))
+
+
+def _own_erasures(resolution: Resolution, erased: tuple[str, ...]) -> tuple[str, ...]:
+    """The events of the ``erased`` reasons of the replay itself (the erase events inside the
+    record's prefix, or an erased assert's own event when its erase is not in the log)."""
+    names = set(erased)
+    return tuple(sorted({
+        event
+        for item in resolution.excluded
+        if item.fact in names
+        for reason in item.reasons
+        if reason.code == "erased"
+        for event in reason.events
+    }))  # fmt: skip
+
+
+def _explained(diff: AuditDiff, erased: frozenset[str]) -> bool:
+    """Whether every difference of ``diff`` is one of the ``erased`` facts or experiences
+    (besides the digest, which any difference changes)."""
+    return (
+        all(change.field in ("digest", "engine") for change in diff.fields)
+        and not diff.ignored
+        and all(change.fact in erased for change in diff.facts)
+        and all(change.experience in erased for change in diff.experiences)
     )

@@ -222,9 +222,12 @@ def _excluded(res: Resolution, index: Index, explanation: Callable[[str], Explan
     yield '</div><table><tr><th>fact</th><th>key</th><th>codes</th><th>why</th><th>value</th></tr>'
     for x in items:
         asserted = index.asserts.get(x.fact)
-        value = (f'<span class="mono value">{_value(asserted.value)}</span>'
-                 if auditor and asserted is not None and asserted.value is not None
-                 else '<span class="hidden-v">withheld</span>')
+        if asserted is not None and asserted.value is None:  # erased (SPEC §21): for everyone
+            value = '<span class="hidden-v">erased</span>'
+        elif auditor and asserted is not None:
+            value = f'<span class="mono value">{_value(asserted.value)}</span>'
+        else:
+            value = '<span class="hidden-v">withheld</span>'
         why = "; ".join(
             EXPLANATIONS[r.code] + (f" ({', '.join(r.facts)})" if r.facts else "") for r in x.reasons
         )

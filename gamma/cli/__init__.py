@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "log": ("store", "log_command"),
     "verify": ("store", "verify_command"),
     "migrate": ("store", "migrate_command"),
+    "erase": ("erase", "erase_command"),
     "replay": ("review", "replay_command"),  # --records by tenant, else audit's replay
     "audit": ("audit", "audit_group"),
     "validate": ("score", "validate_command"),

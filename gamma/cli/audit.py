@@ -1,6 +1,7 @@
 """``gamma replay`` and ``gamma audit diff``: reproduce an audit record, compare two.
 
-Replay exits 0 when the log reproduces the record, 1 when it does not (a
+Replay exits 0 when the log reproduces the record (or differs only by values erased since,
+SPEC §21), 1 when it does not (a
 field-level diff says where; replaying under a ``--policy`` that is not the
 record's is such a difference), 2 on input errors and when the record's policy
 is none of the store's and the named policies and no ``--policy`` is given.
@@ -56,6 +57,9 @@ def _json_option(what: str) -> Callable[[F], F]:
 def replay_command(log: str, expect: str, policy_path: str | None, as_json: bool) -> None:
     """Replay LOG as an audit record saw it; exit 0 identical, 1 different or tampered.
 
+    A difference that only values erased since explain (SPEC §21) is reported as such and
+    exits 0: an erasure is not a changed decision.
+
     Recomputes the resolution over exactly the log events the record covers
     (its first `events`; events appended since do not matter), checks their
     chain head against the record's log, and compares every field.
@@ -87,9 +91,10 @@ def replay_command(log: str, expect: str, policy_path: str | None, as_json: bool
             available=result.available,
             head=result.head,
             identical=result.ok,
+            erased_only=result.erased_only,
             facts_changed=len(result.diff.facts),
         )
-    if not result.ok:
+    if not (result.ok or result.erased_only):
         exit_with(1)
 
 

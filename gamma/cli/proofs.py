@@ -32,6 +32,7 @@ from gamma.storage.proofs import (
     prove_consistency,
     prove_inclusion,
     tree_head,
+    verify_inclusion,
 )
 
 __all__ = [
@@ -104,7 +105,7 @@ def verify_proof_command(proof_file: str, event_line: str | None) -> None:
                                  " give --event-line", source=proof_file)
             proof = parse_inclusion(obj, source=proof_file)
             line = read_text(event_line, "event line")[0].removesuffix("\n").removesuffix("\r")
-            ok, kind = proof.verify(line.encode("utf-8")), "inclusion"
+            ok, kind = verify_inclusion(proof, line), "inclusion"
         else:
             ok, kind = parse_consistency(obj, source=proof_file).verify(), "consistency"
         record.update(kind=kind, ok=ok)

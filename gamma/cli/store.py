@@ -27,7 +27,8 @@ from gamma.cli.options import (
 )
 from gamma.core.canonical import canonical_json, parse_ts
 from gamma.core.errors import InputError
-from gamma.core.events import canonical_event, decode_lines, read_bounded
+from gamma.core.events import decode_lines, event_line, read_bounded
+from gamma.storage.committing import migrate_to_committed
 from gamma.storage.migrations import LATEST
 from gamma.storage.sources import verify_path
 from gamma.storage.store import Store, is_store
@@ -82,19 +83,27 @@ def _write_lines(lines: Iterable[str]) -> int:
     " file (default: the built-in default).",
 )
 @key_option
-def init_command(store: str, policy_path: str | None, key_file: str | None) -> None:
+@click.option("--commit-values", "commit_values", is_flag=True,
+              help="Chain each value's salted commitment, not the value, so values can be"
+              " erased (gamma erase) with every proof left valid.")
+def init_command(store: str, policy_path: str | None, key_file: str | None,
+                 commit_values: bool) -> None:
     """Create an empty store.
 
     STORE must be a new or empty file. The store records its policy (--policy,
-    else the default) and whether it keeps a keyed chain (a key is given).
+    else the default), whether it keeps a keyed chain (a key is given) and, with
+    --commit-values, that it commits to values (each assert gets a random salt;
+    the chain and the tree hash the commitment, the value is kept beside them).
     """
     with command("init", store=store) as record:
         policy = read_policy(policy_path)
         key = read_key(key_file)
-        with Store.init(store, policy=policy, key=key) as created:
+        with Store.init(store, policy=policy, key=key, commit_values=commit_values) as created:
             result = {"head": created.head(), "keyed": created.keyed, "policy": policy.digest}
+            if commit_values:
+                result["values"] = "committed"
         click.echo(canonical_json(result))
-        record.update(keyed=key is not None, policy=policy.digest)
+        record.update(keyed=key is not None, policy=policy.digest, committed=commit_values)
 
 
 @click.command("append")
@@ -128,17 +137,41 @@ def append_command(store: str, file: str, key_file: str | None) -> None:
 @store_argument
 @click.option("--expect-policy", "expect_policy", default=None, metavar="DIGEST",
               help="The recorded policy you vouch for (needed to seal a keyed store).")
+@click.option("--commit-values", "commit_values", is_flag=True,
+              help="Write STORE's log to a new store (--to) that commits to values.")
+@click.option("--to", "to", default=None, metavar="NEW", type=click.Path(dir_okay=False),
+              help="The new store --commit-values writes (a new or empty file).")
+@click.option("--actor", default="gamma", show_default=True,
+              help="The writer of the closing migrate event (--commit-values).")
+@click.option("--tenant", default="gamma", show_default=True,
+              help="The tenant of the closing migrate event (--commit-values).")
 @key_option
-def migrate_command(store: str, expect_policy: str | None, key_file: str | None) -> None:
-    """Bring a store to the latest schema, and seal a keyed one with its key.
+def migrate_command(store: str, expect_policy: str | None, commit_values: bool, to: str | None,
+                    actor: str, tenant: str, key_file: str | None) -> None:
+    """Bring a store to the latest schema, seal a keyed one with its key, or
+    migrate its log to a store that commits to values.
 
     A keyed store from before schema 4 has no keyed seal over its metadata; no
     migration or append writes one. Give the key and --expect-policy (the digest
     you vouch for: a resolution's 'policy'); the store must verify with the key
     in all else. Prints {"keyed_seal", "policy", "schema_version"}.
+
+    With --commit-values --to NEW: STORE (a plaintext store that verifies) is only
+    read; NEW gets its policy, every event at its position with each assert under
+    a fresh salt, then a migrate event naming STORE's head, tree size and root.
+    Prints {"event", "events", "from_head", "from_root", "from_size", "head"}.
     """
     with command("migrate", store=store) as record:
         key = read_key(key_file)
+        if commit_values or to is not None:
+            if not commit_values or to is None:
+                raise InputError("--commit-values and --to NEW go together: the log is written"
+                                 " to a new store", source="--to")
+            migrated = migrate_to_committed(store, to, key=key, actor=actor, tenant=tenant)
+            click.echo(canonical_json(migrated.to_dict()))
+            record.update(events=migrated.events, head=migrated.head,
+                          from_head=migrated.from_head)
+            return
         with Store.open(store, key=key) as opened:
             if opened.keyed:
                 if expect_policy is None:
@@ -190,7 +223,7 @@ def log_command(log: str, tenant: str | None, since: str | None, until: str | No
         for problem in unknown_names(events, tenant=tenant):
             warn(problem)
         chosen = (
-            canonical_event(e)
+            event_line(e)
             for e in events
             if (tenant is None or e.tenant == tenant)
             and (since_ts is None or e.ts >= since_ts)
@@ -237,7 +270,11 @@ def verify_command(
     changed (1: the policy is not its digest, or not --expect-policy), metadata
     changed (1: store_meta or schema_version do not match their seal, or a key
     was given and the keyed seal is missing or wrong), not keyed (2: a key was
-    given to a store without a keyed chain). Exits 2 when unreadable.
+    given to a store without a keyed chain). Exits 2 when unreadable. Values
+    erased by gamma erase are not tampering: the count and the erase events are
+    said on stderr (and in --json); a value row changed, deleted without an erase,
+    or an erasure no erase event backs is tampering at position N (value_changed,
+    value_deleted, erasure_forged) (1).
     Without a key, a rewrite that recomputed the chain is caught only by
     --expect-head / --expect-prefix, and one that recomputed the policy's seal
     only by --expect-policy. A store is opened read-only: no byte of it or of
@@ -263,6 +300,9 @@ def verify_command(
             click.echo(f"{report.verdict}: {report.detail}", err=True)
         if report.note and not as_json:
             click.echo(f"note: {report.note}", err=True)
+        if report.erase_events and not as_json:  # erased, not tampered (SPEC §9.11)
+            click.echo(f"erased: {report.erased} values, by the erase events"
+                       f" {', '.join(report.erase_events)}", err=True)
         checked = True
         if expect_checkpoint is not None:
             from gamma.cli.proofs import check_checkpoint  # loads cryptography only when asked

@@ -111,8 +111,8 @@ def _admitted_answer(resolution: Resolution, key: str) -> str | None:
 
 def _latest(window: Sequence[Event], key: str) -> str | None:
     for event in reversed(window):
-        if isinstance(event, Assert) and event.key == key:
-            return value_text(event.value)
+        if isinstance(event, Assert) and event.key == key and event.value is not None:
+            return value_text(event.value)  # an erased value (SPEC §21) is no mention
     return None
 
 
@@ -128,12 +128,12 @@ def _frequent(window: Sequence[Event], key: str) -> str | None:
     last: dict[str, int] = {}
     for pos, event in enumerate(window):
         mentioned: list[Value] = []
-        if isinstance(event, Assert) and event.key == key:
+        if isinstance(event, Assert) and event.key == key and event.value is not None:
             mentioned.append(event.value)
         elif isinstance(event, Experience):
             for used in event.uses or ():
                 fact = asserted.get(used)
-                if fact is not None and fact.key == key:
+                if fact is not None and fact.key == key and fact.value is not None:
                     mentioned.append(fact.value)
         for value in mentioned:
             text = value_text(value)
@@ -281,7 +281,7 @@ def always_answer(case: Case) -> str:
     if answer != REFUSAL:
         return answer
     for event in reversed(heard_by(case.events(), case.at)):
-        if isinstance(event, Assert):
+        if isinstance(event, Assert) and event.value is not None:
             return value_text(event.value)
     return "unknown"
 

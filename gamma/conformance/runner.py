@@ -160,7 +160,9 @@ def _case_experience(case: Case) -> str | None:
 def _replied(case: Case, admitted: Iterable[str], values: Mapping[str, Value]) -> dict[str, Value]:
     """A resolver-level reply's admitted facts with their values: the reply's ``values`` where
     it gives one (a recomputed value), else the stated value."""
-    facts = {e.fact: e.value for e in case.events() if isinstance(e, Assert)}
+    facts = {
+        e.fact: e.value for e in case.events() if isinstance(e, Assert) and e.value is not None
+    }
     return {fact: values.get(fact, facts[fact]) for fact in admitted if fact in facts}
 
 
@@ -234,7 +236,11 @@ def _read_verdict(case: Case, answer: str) -> str | None:
         return None
     if answer == REFUSAL:
         return "REJECT"
-    values = {e.fact: value_text(e.value) for e in case.events() if isinstance(e, Assert)}
+    values = {
+        e.fact: value_text(e.value)
+        for e in case.events()
+        if isinstance(e, Assert) and e.value is not None
+    }
     used = tuple(v for f in found[0].uses or () if (v := values.get(f, "")).strip())
     if used and not any(cat == "gold" for cat, _ in mentions(answer, Pool(gold=used))):
         return "ADAPT"

@@ -108,6 +108,7 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(datetime, _structure_ts)
     conv.register_structure_hook_func(_is_literal, _structure_literal)
     conv.register_structure_hook(str | int | bool, _structure_value)
+    conv.register_structure_hook(str | int | bool | None, _structure_value)  # Assert.value (issue 30)
     conv.register_unstructure_hook(datetime, format_ts)
     conv.register_unstructure_hook(
         Visibility, make_dict_unstructure_fn(Visibility, conv, _cattrs_omit_if_default=True)

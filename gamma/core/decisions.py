@@ -39,6 +39,7 @@ VALIDITY_CODES = frozenset(
         "dependency_invalidated",
         "derivation_failed",
         "recomputed",
+        "erased",
     }
 )
 VISIBILITY_CODES = frozenset(

@@ -359,9 +359,13 @@ class Derived:
                 return self.codes.get(x)
             return self.own.get(x)
 
-        def value_of(x: str) -> Value:
+        def value_of(x: str) -> Value:  # of an admitted fact: never an erased one
             found = self.computed.get(x)
-            return fold.facts[x].event.value if found is None else found.value
+            if found is not None:
+                return found.value
+            value = fold.facts[x].event.value
+            assert value is not None
+            return value
 
         walked = set(reach(fact, fold.facts, self.own.get))  # what it may read: recomputed
         codes, origins, computed, failure = recomputed(  # when one of them moves

@@ -45,7 +45,7 @@ from gamma.core.events import (
 )
 from gamma.core.logcheck import MemoryIndex, validate_log
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
-from gamma.core.model import Actor, Event
+from gamma.core.model import Actor, Erase, Event
 from gamma.core.phases import conclude
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
@@ -170,6 +170,18 @@ class EngineState:
             if tenant is None:
                 tenant = self._tenants[event.tenant] = TenantFold(event.tenant, self.policy)
             tenant.add(pos, event)
+            if isinstance(event, Erase):
+                self._forget(tenant, event)
+
+    def _forget(self, tenant: TenantFold, erase: Erase) -> None:
+        """Applying an erase (SPEC §21): the erased asserts become value-less copies in every
+        list kept (the tenant's fold did its own), and the phases kept per class are dropped,
+        so no record made before (an admitted value, a value derived from it) survives; the
+        next call computes them afresh, at whatever ``at``."""
+        facts = tenant.fold.facts
+        for item in erase.erased:
+            self.events[tenant.fold.positions[item.fact]] = facts[item.fact].event
+        self._classes.clear()
 
     def append(self, batch: Batch, *, source: str = "<append>") -> int:
         """Validate and take a batch, all of it or none of it; returns the new position."""
@@ -317,8 +329,9 @@ class EngineState:
 
     def _fresh(self, tenant: str, at: datetime) -> tuple[Fold, TenantIndex]:
         """The tenant's events with ``ts <= at`` folded afresh, with their index."""
-        fold, index = new_fold(tenant, self.policy), TenantIndex()
         kept = self._tenants.get(tenant)
+        fold = new_fold(tenant, self.policy, kept.fold.erasures if kept is not None else None)
+        index = TenantIndex()
         for pos, event in kept.events if kept is not None else ():
             if event.ts > at:
                 break

@@ -23,9 +23,11 @@ import orjson
 
 from gamma.core.canonical import canonical_json, compact_json, format_ts, unsafe_character
 from gamma.core.chain import GENESIS, step_bytes
+from gamma.core.commitment import chain_object, commit, is_hex_digest
 from gamma.core.convert import check_keys, converter, first_failure
 from gamma.core.errors import (
     ActorError,
+    DuplicateIdError,
     InputError,
     JSONSyntaxError,
     LimitError,
@@ -43,8 +45,11 @@ from gamma.core.model import (
     EVENT_TYPES,
     Actor,
     Assert,
+    Erase,
+    ErasedValue,
     Event,
     Grant,
+    Migrate,
     Revoke,
     Visibility,
 )
@@ -59,6 +64,7 @@ __all__ = [
     "event_from_json",
     "event_to_json",
     "canonical_event",
+    "event_line",
     "parse_events",
     "load_events",
     "load_for_resolution",
@@ -73,7 +79,9 @@ __all__ = [
     "EMPTY_FILE",
 ]
 
-_ID_FIELDS = ("id", "actor", "tenant", "fact", "key", "experience", "role", "to_actor")
+_ID_FIELDS = (
+    "id", "actor", "tenant", "fact", "key", "experience", "role", "to_actor", "subject", "basis",
+)
 #: Per event class, the fields of _ID_FIELDS it has, in that order (the order errors follow).
 _NAME_FIELDS: dict[type[Event], tuple[str, ...]] = {
     cls: tuple(name for name in _ID_FIELDS if name in attrs.fields_dict(cls))
@@ -112,8 +120,13 @@ def event_from_json(
     if event is None:
         event = _strict_event(obj, cls, fail)
         _check_semantics(event, policy, fail)
-        if isinstance(event, Assert) and event.derivation is not None:
-            check_derivation(event, source=source, line=line)
+        if isinstance(event, Assert):
+            if event.derivation is not None:
+                check_derivation(event, source=source, line=line)
+            if event.salt is not None and event.commitment is None and event.value is not None:
+                # every committed assert in memory carries its commitment (the log rules
+                # and erasure read it)
+                event = attrs.evolve(event, commitment=commit(event.salt, event.value))
     if not strings_checked and _may_be_long(obj):
         check_strings(event, source=source, line=line)
     return event
@@ -132,6 +145,12 @@ def _strict_event(obj: dict[str, Any], cls: type[Event], fail: Any) -> Event:
     """Structure through the converter: what the fast path is not sure of, with its errors."""
     body = {k: v for k, v in obj.items() if k != "type"}
     check_keys(body, cls, fail, prefix="")
+    if cls is Assert:
+        _check_value_form(body, fail)
+    elif cls is Erase:
+        _check_erased_items(body["erased"], fail)
+    elif cls is Migrate and (type(body["from_size"]) is not int or body["from_size"] < 0):
+        raise fail(ValueTypeError, "expected an integer >= 0 (the old log's size)", "from_size")
     if isinstance(body.get("visibility"), dict):
         check_keys(body["visibility"], Visibility, fail, prefix="visibility.")
     try:
@@ -144,6 +163,69 @@ def _strict_event(obj: dict[str, Any], cls: type[Event], fail: Any) -> Event:
     return event
 
 
+def _check_value_form(body: dict[str, Any], fail: Any) -> None:
+    """An assert's value comes in one of three forms (SPEC §21): plaintext (``value``),
+    committed (``value`` and ``salt``, maybe ``commitment``) or erased (``commitment`` alone).
+    Checked before any field's type, where a missing ``value`` always was."""
+    if "value" in body:
+        if "commitment" in body and "salt" not in body:
+            raise fail(MissingFieldError, "a committed value needs its salt (or leave out"
+                       " 'value': an erased value keeps only its commitment)", "salt")
+        return
+    if "salt" in body:
+        raise fail(MissingFieldError, "a salt needs the value it commits to", "value")
+    if "commitment" not in body:
+        raise fail(MissingFieldError, "missing required field", "value")
+
+
+def _check_erased_items(items: Any, fail: Any) -> None:
+    """``erased`` is a non-empty list of ``{"fact", "commitment"}`` objects."""
+    if not isinstance(items, list) or not items:
+        raise fail(ValueTypeError, "expected a non-empty list of {fact, commitment} objects",
+                   "erased")
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise fail(ValueTypeError, "expected an object {fact, commitment}", f"erased[{index}]")
+        check_keys(item, ErasedValue, fail, prefix=f"erased[{index}].")
+
+
+def _check_committed(event: Assert, fail: Any) -> None:
+    """A salt and a commitment are 64 lowercase hex digits, and a commitment given with its
+    value and salt is theirs."""
+    for name in ("salt", "commitment"):
+        found = getattr(event, name)
+        if found is not None and not is_hex_digest(found):
+            raise fail(ValueTypeError, "expected 64 lowercase hex digits", name)
+    if (
+        event.salt is not None
+        and event.commitment is not None
+        and event.value is not None
+        and commit(event.salt, event.value) != event.commitment
+    ):
+        raise fail(ValueTypeError, "does not match the value and salt (SHA-256 of salt || value)",
+                   "commitment")
+
+
+def _check_erase(event: Erase, policy: Policy, fail: Any) -> None:
+    """Each erased value named once by a valid fact id and a 64-hex commitment, and the
+    writer holding the policy's erasure authority."""
+    seen: set[str] = set()
+    for index, item in enumerate(event.erased):
+        _check_name(item.fact, fail, f"erased[{index}].fact")
+        if not is_hex_digest(item.commitment):
+            raise fail(ValueTypeError, "expected 64 lowercase hex digits",
+                       f"erased[{index}].commitment")
+        if item.fact in seen:
+            raise fail(DuplicateIdError, f"fact {item.fact!r} is named twice in one erase",
+                       f"erased[{index}].fact")
+        seen.add(item.fact)
+    if not policy.may_erase(event.actor):
+        held = policy.authority_ladder[policy.writer_rank(event.actor)]
+        needed = policy.authority_ladder[policy.erasure_rank()]
+        raise fail(ValueTypeError, f"writer {event.actor!r} holds {held!r} authority; erasing"
+                   f" needs {needed!r} (the policy's [erasure] authority)", "actor")
+
+
 def check_strings(event: Event, *, source: str | None = None, line: int | None = None) -> None:
     """Refuse a string of ``event`` past MAX_STRING_BYTES (SPEC §18), naming its field."""
     for name in _STRING_FIELDS[type(event)]:
@@ -151,6 +233,9 @@ def check_strings(event: Event, *, source: str | None = None, line: int | None =
         if isinstance(value, Visibility):
             for inner in ("roles", "actors", "clearance"):
                 _check_size(getattr(value, inner), f"visibility.{inner}", source, line)
+        elif name == "erased":
+            for index, item in enumerate(value):
+                _check_size(item.fact, f"erased[{index}].fact", source, line)
         else:
             _check_size(value, name, source, line)
 
@@ -244,6 +329,8 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
     if unknown is not None:
         raise fail(ValueTypeError, unknown[1], unknown[0])
     if isinstance(event, Assert):
+        if event.salt is not None or event.commitment is not None:
+            _check_committed(event, fail)
         if event.scope is not None:
             _scope_or_fail(event.scope, fail, "scope")
         if (
@@ -259,6 +346,12 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
         if (event.role is None) == (event.to_actor is None):
             cls = MissingFieldError if event.role is None else ValueTypeError
             raise fail(cls, "give exactly one of 'role' and 'to_actor'", "role")
+    if isinstance(event, Erase):
+        _check_erase(event, policy, fail)
+    if isinstance(event, Migrate):
+        for name in ("from_head", "from_root"):
+            if not is_hex_digest(getattr(event, name)):
+                raise fail(ValueTypeError, "expected 64 lowercase hex digits", name)
 
 
 def _scope_or_fail(scope: str, fail: Any, field: str) -> None:
@@ -324,9 +417,27 @@ def _as_json_object(
 
 
 def canonical_event(event: Event) -> str:
-    """The canonical JSON text of an event, the bytes the hash chain covers."""
+    """The canonical JSON text of an event, the bytes the hash chain and the Merkle leaf cover:
+    for a committed assert its chain form (``commitment`` in place of ``value`` and ``salt``,
+    SPEC §21), so erasing the value changes none of them."""
     cached = event._canonical
-    return cached if cached is not None else canonical_json(event_to_json(event))
+    if cached is not None:
+        return cached
+    obj = event_to_json(event)
+    if isinstance(event, Assert) and event.salt is not None:
+        obj = chain_object(obj)
+    return canonical_json(obj)
+
+
+def event_line(event: Event) -> str:
+    """The event as a JSONL line (export, ``dump_events``): its chain bytes plus ``value`` and
+    ``salt`` while the value is there (SPEC §21), so a reader recomputes and checks the
+    commitment; every other event (plaintext, erased) is its chain bytes."""
+    if not isinstance(event, Assert) or event.salt is None or event.value is None:
+        return canonical_event(event)
+    obj = event_to_json(event)
+    obj["commitment"] = commit(event.salt, event.value)
+    return canonical_json(obj)
 
 
 _TIMESTAMP_FIELDS = ("ts", "valid_from", "valid_until")
@@ -342,6 +453,8 @@ def _with_canonical(event: Event, obj: dict[str, Any]) -> Event:
     for name in _TIMESTAMP_FIELDS:
         if name in body and not CANONICAL_TS.fullmatch(body[name]):
             body[name] = format_ts(getattr(event, name))
+    if "salt" in body:  # a committed assert: its chain form (SPEC §21)
+        body = chain_object(body)
     text = compact_json(body)
     # initialising a cache slot of an object built a moment ago, before anyone else sees it
     object.__setattr__(event, "_canonical", text)
@@ -444,10 +557,11 @@ def _parse_lines(
         if hashing:
             chain = step_bytes(chain, data)
             add_leaf(data)
-    check_events(events, lines_of, index=index, source=source)
+    erases = check_events(events, lines_of, index=index, source=source)
     if index is not None:
         return tuple(events)  # with an index: not a whole log
     log = ParsedLog(events)
+    log.found_erases = erases
     del events  # the list (the tuple holds its events), before the heads are built
     log.heads = (chain.hex(), tree.head())
     log.cut = cut
@@ -577,9 +691,9 @@ def unknown_level(event: Event, policy: Policy) -> tuple[str, str] | None:
 
 
 def dump_events(events: Iterable[Event], out: IO[str]) -> None:
-    """Write events as canonical JSON Lines."""
+    """Write events as canonical JSON Lines (``event_line``: a committed value with its salt)."""
     for event in events:
-        out.write(canonical_event(event) + "\n")
+        out.write(event_line(event) + "\n")
 
 
 # -- the actor ---------------------------------------------------------------------------

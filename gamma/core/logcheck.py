@@ -1,5 +1,6 @@
 """The log's rules across events: unique ids, references to earlier facts of the same
-tenant, non-decreasing ``ts``.
+tenant, non-decreasing ``ts``, and erasures of committed values (each named by its
+commitment, once).
 
 They run against a ``LogIndex``, so the store can answer the same questions with indexed
 lookups instead of re-reading its whole log; a batch in memory is checked in one pass.
@@ -11,16 +12,18 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from gamma.core.commitment import commit
 from gamma.core.derivation import parse_derivation
 from gamma.core.errors import (
     CycleError,
     DuplicateIdError,
     TimestampOrderError,
     UnknownReferenceError,
+    ValueTypeError,
 )
-from gamma.core.model import Assert, Event, Experience
+from gamma.core.model import Assert, Erase, Event, Experience, Migrate
 
-__all__ = ["LogIndex", "MemoryIndex", "check_events", "validate_log"]
+__all__ = ["LogIndex", "MemoryIndex", "check_events", "commitment_of", "validate_log"]
 
 
 class LogIndex(Protocol):
@@ -31,6 +34,22 @@ class LogIndex(Protocol):
     def fact_key(self, fact_id: str) -> str | None: ...
     def has_experience(self, experience_id: str) -> bool: ...
     def last_ts(self) -> datetime | None: ...
+    # issue 30: what an erase is checked against
+    def fact_commitment(self, fact_id: str) -> str | None:
+        """The commitment of an accepted fact's value; None when the fact is plaintext (or
+        not asserted)."""
+    def erased_by(self, fact_id: str) -> str | None:
+        """The id of the accepted erase event that names the fact, else None."""
+
+
+def commitment_of(event: Assert) -> str | None:
+    """An assert's commitment: as written, or computed from its value and salt; None for a
+    plaintext value."""
+    if event.commitment is not None:
+        return event.commitment
+    if event.salt is not None and event.value is not None:
+        return commit(event.salt, event.value)
+    return None
 
 
 class MemoryIndex:
@@ -42,6 +61,8 @@ class MemoryIndex:
         self._keys: dict[str, str] = {}
         self._experiences: set[str] = set()
         self._last_ts: datetime | None = None
+        self._commitments: dict[str, str] = {}
+        self._erased: dict[str, str] = {}
 
     def has_event(self, event_id: str) -> bool:
         return event_id in self._events
@@ -58,13 +79,26 @@ class MemoryIndex:
     def last_ts(self) -> datetime | None:
         return self._last_ts
 
+    def fact_commitment(self, fact_id: str) -> str | None:
+        return self._commitments.get(fact_id)
+
+    def erased_by(self, fact_id: str) -> str | None:
+        return self._erased.get(fact_id)
+
     def add(self, event: Event) -> None:
         self._events.add(event.id)
         if isinstance(event, Assert):
             self._facts[event.fact] = event.tenant
             self._keys[event.fact] = event.key
+            if event.commitment is not None or event.salt is not None:
+                found = commitment_of(event)
+                if found is not None:
+                    self._commitments[event.fact] = found
         elif isinstance(event, Experience):
             self._experiences.add(event.experience)
+        elif isinstance(event, Erase):
+            for item in event.erased:
+                self._erased[item.fact] = event.id
         self._last_ts = event.ts
 
 
@@ -85,9 +119,10 @@ def check_events(
     *,
     index: LogIndex | None = None,
     source: str | None = None,
-) -> None:
+) -> tuple[Erase, ...]:
     """``validate_log`` of ``events``, where ``lines[i]`` is the line of ``events[i]`` (no
-    ``lines``: line ``i + 1``, as for a log without blank lines).
+    ``lines``: line ``i + 1``, as for a log without blank lines). Returns the batch's erase
+    events (Γ reads those of a whole log at every time: the reader keeps them found).
 
     ``index`` holds what was accepted before this batch (a store); nothing is
     added to it. One pass, with the batch's ids, facts and experiences in local
@@ -97,6 +132,9 @@ def check_events(
     facts: dict[str, str] = {}  # fact -> tenant, of this batch
     keys: dict[str, str] = {}  # fact -> key, of this batch
     experiences: set[str] = set()
+    commitments: dict[str, str] = {}  # fact -> commitment, of this batch's committed facts
+    erased: dict[str, str] = {}  # fact -> erase event id, of this batch
+    erases: list[Erase] = []
     last = index.last_ts() if index is not None else None
 
     def line_of(position: int) -> int | None:
@@ -154,6 +192,10 @@ def check_events(
                 _check_inputs(event, key_of, line_of(position), source)
             facts[own] = event.tenant
             keys[own] = event.key
+            if event.commitment is not None or event.salt is not None:
+                committed = commitment_of(event)
+                if committed is not None:
+                    commitments[own] = committed
         elif isinstance(event, Experience):
             experience = event.experience
             if experience in experiences or (
@@ -166,8 +208,61 @@ def check_events(
             if event.uses:
                 check_references(position, event, "uses", event.uses)
             experiences.add(experience)
+        elif isinstance(event, Erase):
+            for place, item in enumerate(event.erased):
+                _check_erased(
+                    event, place, tenant_of(item.fact),
+                    commitments.get(item.fact) or (
+                        index.fact_commitment(item.fact) if index is not None else None
+                    ),
+                    erased.get(item.fact) or (
+                        index.erased_by(item.fact) if index is not None else None
+                    ),
+                    line_of(position), source,
+                )
+                erased[item.fact] = event.id
+            erases.append(event)
+        elif isinstance(event, Migrate):
+            pass  # names no fact
         elif event.fact is not None:
             check_references(position, event, "", (event.fact,))
+    return tuple(erases)
+
+
+def _check_erased(
+    event: Erase,
+    place: int,
+    tenant: str | None,
+    committed: str | None,
+    erased_by: str | None,
+    line: int | None,
+    source: str | None,
+) -> None:
+    """One value an erase names (``erased[place]``): an earlier fact of the erase's tenant
+    (the same error whether it is another tenant's or nobody's: an erase learns nothing of
+    other tenants), committed, under the commitment named, and not erased before."""
+    item = event.erased[place]
+    field = f"erased[{place}].fact"
+    if tenant != event.tenant:
+        raise UnknownReferenceError(
+            f"fact {item.fact!r} is not asserted earlier in tenant {event.tenant!r}",
+            source=source, line=line, field=field,
+        )
+    if committed is None:
+        raise ValueTypeError(
+            f"fact {item.fact!r}: its value is not committed: only committed values can be erased",
+            source=source, line=line, field=field,
+        )
+    if item.commitment != committed:
+        raise ValueTypeError(
+            f"is not the commitment of fact {item.fact!r} ({committed})",
+            source=source, line=line, field=f"erased[{place}].commitment",
+        )
+    if erased_by is not None:
+        raise ValueTypeError(
+            f"fact {item.fact!r} is already erased by {erased_by!r}",
+            source=source, line=line, field=field,
+        )
 
 
 def _check_inputs(

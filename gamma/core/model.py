@@ -24,6 +24,9 @@ __all__ = [
     "Grant",
     "Revoke",
     "Experience",
+    "ErasedValue",
+    "Erase",
+    "Migrate",
     "Event",
     "EVENT_TYPES",
     "Actor",
@@ -72,7 +75,8 @@ class Assert(_Envelope):
     TYPE: ClassVar[str] = "assert"
     fact: str
     key: str
-    value: Value
+    # None only for an erased value (issue 30): its ``commitment`` is then all that is left
+    value: Value | None = None
     scope: str | None = None
     status: Status | None = None
     authority: str | None = None
@@ -85,6 +89,13 @@ class Assert(_Envelope):
     supersedes: tuple[str, ...] | None = None
     # how a derived value is computed from its inputs (issue 29): text of gamma.core.derivation
     derivation: str | None = None
+    # the data subject the value is about, for erasure by subject (issue 30)
+    subject: str | None = None
+    # a committed value (issue 30): 64 hex digits of a random 32-byte salt, and
+    # ``commitment`` = SHA-256(salt || canonical value) (``gamma.core.commitment``); the chain and
+    # the tree hash the event with ``commitment`` in place of ``value`` and ``salt``
+    salt: str | None = None
+    commitment: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -141,7 +152,38 @@ class Experience(_Envelope):
     applicability: Applicability | None = None
 
 
-Event = Assert | Retract | Promote | Grant | Revoke | Experience
+@attrs.frozen
+class ErasedValue:
+    """One value an erase destroyed: its fact and the commitment that stays in the chain."""
+
+    fact: str
+    commitment: str
+
+
+@attrs.frozen(kw_only=True)
+class Erase(_Envelope):
+    """Destroys committed values for good (issue 30): names each by fact and commitment, carries
+    none of them, and states the legal basis."""
+
+    TYPE: ClassVar[str] = "erase"
+    erased: tuple[ErasedValue, ...]
+    basis: str
+    authority: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Migrate(_Envelope):
+    """Closes an explicit migration to committed values (issue 30): the ``from_size`` events
+    before it are those of the log whose chain head was ``from_head`` and whose Merkle root
+    was ``from_root``, each with its value now committed. Γ folds nothing from it."""
+
+    TYPE: ClassVar[str] = "migrate"
+    from_head: str
+    from_root: str
+    from_size: int
+
+
+Event = Assert | Retract | Promote | Grant | Revoke | Experience | Erase | Migrate
 
 
 def heard_by(events: Sequence[Event], at: datetime) -> Sequence[Event]:
@@ -149,7 +191,7 @@ def heard_by(events: Sequence[Event], at: datetime) -> Sequence[Event]:
     return events[: bisect.bisect_right(events, at, key=lambda event: event.ts)]
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.TYPE: cls for cls in (Assert, Retract, Promote, Grant, Revoke, Experience)
+    cls.TYPE: cls for cls in (Assert, Retract, Promote, Grant, Revoke, Experience, Erase, Migrate)
 }
 
 

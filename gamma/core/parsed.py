@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, SupportsIndex, overload
 
 from gamma.core.merkle import TreeHead
-from gamma.core.model import Event
+from gamma.core.model import Erase, Event
 
 __all__ = ["ParsedLog", "tenant_part"]
 
@@ -35,6 +35,16 @@ class ParsedLog(tuple[Event, ...]):
     #: (length, heads) of one shorter prefix the reader also hashed: the prefix heard by the
     #: time a log was read to be resolved at (``load_for_resolution``), else None.
     cut: tuple[int, tuple[str, TreeHead]] | None = None
+    #: the erase events of the log (issue 30), once found (``erases``)
+    found_erases: tuple[Erase, ...] | None = None
+
+    def erases(self) -> tuple[Erase, ...]:
+        """The log's erase events, in log order: looked for once (Γ at any ``at`` reads
+        those of the whole log)."""
+        found = self.found_erases
+        if found is None:
+            found = self.found_erases = tuple(e for e in self if type(e) is Erase)
+        return found
 
     @overload
     def __getitem__(self, index: SupportsIndex) -> Event: ...

@@ -101,6 +101,8 @@ class FactRecord(Protocol):
     def superseded_by(self) -> FactRecord | None: ...
     @property
     def superseding_event(self) -> str | None: ...
+    @property
+    def erased_by(self) -> str | None: ...
 
 
 class _Changes(Protocol):
@@ -168,6 +170,8 @@ def _validity(fact: FactRecord, at: datetime) -> Codes:
     """Phase 1: the viewer-independent validity codes of one fact at ``at``."""
     e = fact.event
     found: Codes = {}
+    if fact.erased_by is not None:  # as of every time: the erase may be after ``at``
+        found["erased"] = Reason("erased", (fact.erased_by,))
     if fact.commit_pos is None:
         status = e.status or "committed"
         found[status] = Reason(status, (e.id,))
@@ -424,6 +428,7 @@ def decision(
             tuple(codes.values()) if len(codes) == 1 else tuple([codes[c] for c in sorted(codes)])
         )
         return Excluded(fact=fact.id, key=e.key, reasons=reasons)
+    assert e.value is not None  # an erased value has a phase-1 code: never admitted
     return Admitted(
         fact=fact.id,
         key=e.key,
@@ -510,9 +515,12 @@ def conclude(
     restated: dict[str, tuple[str, ...]] = {}  # recomputed to another value than stated
     facts_of = fold.facts
 
-    def value_of(fact_id: str) -> Value:
+    def value_of(fact_id: str) -> Value:  # of an admitted fact: never an erased one
         found = values.get(fact_id)
-        return facts_of[fact_id].event.value if found is None else found
+        if found is None:
+            found = facts_of[fact_id].event.value
+            assert found is not None
+        return found
 
     owns: dict[str, Codes] = {}
     codes: dict[str, Codes] = {}

@@ -39,6 +39,7 @@ _SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "dependencies": {"mode": str},
     "disclosure": {"restricted_keys": bool},
     "store": {"clock_skew_seconds": int},
+    "erasure": {"authority": str},
 }
 
 DEFAULT_CLOCK_SKEW = 300
@@ -89,6 +90,8 @@ class Policy:
     # how far (seconds) an appended ts may be ahead of the store's clock; the store reads the
     # clock, never the resolver
     clock_skew_seconds: int = attrs.field(default=DEFAULT_CLOCK_SKEW)
+    # the least authority a writer must hold to erase a value (issue 30; None: the top level)
+    erasure_authority: str | None = None
     _authority_rank: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
     _clearance_rank: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
     _writer_cache: dict[str, int] = attrs.field(init=False, eq=False, repr=False)
@@ -110,6 +113,9 @@ class Policy:
             self, "_clearance_rank", {n: i for i, n in enumerate(self.clearance_ladder)}
         )
         object.__setattr__(self, "_writer_cache", {})
+        if self.erasure_authority is not None and self.erasure_authority not in self._authority_rank:
+            raise PolicyError(f"unknown authority level {_shown(self.erasure_authority)}",
+                              field="erasure.authority")
         object.__setattr__(self, "digest", digest_of(self.to_dict()))
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,6 +142,8 @@ class Policy:
             body["writers"] = dict(self.writers)
         if self.clock_skew_seconds != DEFAULT_CLOCK_SKEW:
             body["store"] = {"clock_skew_seconds": self.clock_skew_seconds}
+        if self.erasure_authority is not None:
+            body["erasure"] = {"authority": self.erasure_authority}
         return body
 
     @classmethod
@@ -188,6 +196,16 @@ class Policy:
     def over_claims(self, authority: str | None, writer: str) -> bool:
         """True when an event explicitly claims more authority than its writer holds."""
         return authority is not None and self.authority_rank(authority) > self.writer_rank(writer)
+
+    def erasure_rank(self) -> int:
+        """The least rank a writer holds to erase (``[erasure] authority``; unset: the top)."""
+        if self.erasure_authority is None:
+            return len(self.authority_ladder) - 1
+        return self.authority_rank(self.erasure_authority)
+
+    def may_erase(self, writer: str) -> bool:
+        """Whether ``writer`` holds the erasure authority (SPEC §2, issue 30)."""
+        return self.writer_rank(writer) >= self.erasure_rank()
 
     def knows_authority(self, name: str) -> bool:
         return name in self._authority_rank
@@ -295,6 +313,9 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
     problem = _skew_problem(skew)
     if problem is not None:  # said here too, so that the error names the policy's file
         raise fail(problem, "store", "clock_skew_seconds")
+    erasure = values.get("erasure.authority")
+    if erasure is not None and erasure not in authority_ladder:
+        raise fail(f"unknown authority level {_shown(erasure)}", "erasure", "authority")
     mode = values.get("dependencies.mode", base.dependency_mode)
     if mode not in ("exclude", "flag", "recompute"):
         raise fail(
@@ -312,6 +333,7 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
         writer_default=writer_default,
         over_claim=over_claim,
         clock_skew_seconds=skew,
+        erasure_authority=erasure,
     )
 
 

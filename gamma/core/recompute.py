@@ -119,6 +119,7 @@ def recompute(
     if isinstance(result, Failure):
         return Reason(FAILED, events, facts_used)
     stated = fact.event.value
+    assert stated is not None  # an erased fact has a phase-1 code: never recomputed
     stale = None if same_value(stated, result) else Stale(RECOMPUTED, stated)
     return Computed(result, Inputs(events, facts_used), stale)
 

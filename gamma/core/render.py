@@ -41,6 +41,7 @@ EXPLANATIONS: dict[str, str] = {
     "dependency_restricted": "a fact it depends on is hidden from the actor",
     "derivation_failed": "its derivation gives no value over its inputs' current values",
     "recomputed": "its stated value is not what its derivation gives now",
+    "erased": "its value was erased for good (an erase event); only its commitment stays",
     "insufficient_authority": "written with less authority than its target fact",
 }
 
@@ -249,7 +250,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     rows = [[_escape_unsafe(cell.replace("\n", "\\n")) for cell in r] for r in rows]
     # a cell past _PAD_LIMIT overflows its column rather than widen it for every row: one
     # long id must not pad each line of the table to its length (output linear, SPEC §5)
-    widths = [max(len(h), *(len(r[i]) for r in rows if len(r[i]) <= _PAD_LIMIT))
+    widths = [max([len(h), *(len(r[i]) for r in rows if len(r[i]) <= _PAD_LIMIT)])
               for i, h in enumerate(header)]
     fmt = "  " + "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]

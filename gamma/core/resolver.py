@@ -8,7 +8,8 @@ same Resolution.
 
 Phases, in the order SPEC.md states them:
 1. validity (viewer-independent): draft, hypothetical, not_yet_valid,
-   expired, retracted, superseded;
+   expired, retracted, superseded, erased (from erase events anywhere in the
+   given log: as of every time);
 2. scope and precedence among the actor's candidates: out_of_scope,
    outranked, overridden;
 3. visibility: access_denied;
@@ -27,6 +28,7 @@ import attrs
 
 from gamma.core.canonical import format_ts, parse_at
 from gamma.core.chain import head_of
+from gamma.core.commitment import erased_copy
 from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, normal_actor
 from gamma.core.handbuilt import checked_log
@@ -34,9 +36,11 @@ from gamma.core.merkle import TreeHead, tree_head_of
 from gamma.core.model import (
     Actor,
     Assert,
+    Erase,
     Event,
     Experience,
     Grant,
+    Migrate,
     Promote,
     Retract,
     Revoke,
@@ -50,6 +54,7 @@ from gamma.core.resolution import Resolution
 __all__ = [
     "FactRecord",
     "Fold",
+    "erasures_of",
     "fold_event",
     "new_fold",
     "resolve",
@@ -76,6 +81,9 @@ class _Fact:
     retract_reason: str | None = None
     superseded_by: _Fact | None = None
     superseding_event: str | None = None
+    # the erase event naming the fact anywhere in the log, or the assert's own id when its
+    # value is gone and no erase is in the log (a cut before it); None: not erased
+    erased_by: str | None = None
 
     @property
     def live(self) -> bool:
@@ -106,6 +114,9 @@ class _Fold:
         self.key_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
         self.key_grant_events: list[tuple[str, str, int]] = []
         self._ranks: dict[tuple[str | None, str], tuple[int, bool]] = {}
+        # fact -> the erase event naming it, over the whole log given (not only the prefix
+        # folded): filled before the fold by its maker, and by every erase folded
+        self.erasures: dict[str, str] = {}
 
     # -- handlers, one per event type -------------------------------------------------
 
@@ -127,6 +138,8 @@ class _Fold:
 
     def on_assert(self, pos: int, event: Assert) -> None:
         fact = _Fact(event, self.rank(event), event.scope or "global", event.fact)
+        if self.erasures or event.value is None:
+            fact.erased_by = self.erasures.get(fact.id) or (event.id if event.value is None else None)
         self.facts[fact.id] = fact
         self.order.append(fact)
         self.positions[fact.id] = pos
@@ -165,6 +178,18 @@ class _Fold:
 
     def on_experience(self, pos: int, event: Experience) -> None:
         self.experiences.append(event)
+
+    def on_erase(self, pos: int, event: Erase) -> None:
+        """The named facts are erased (as of every time: their records say so whatever the
+        ``at``), and their records keep no value."""
+        for item in event.erased:
+            self.erasures[item.fact] = event.id
+            fact = self.facts[item.fact]
+            fact.erased_by = event.id
+            fact.event = erased_copy(fact.event)
+
+    def on_migrate(self, pos: int, event: Migrate) -> None:
+        """A migration's closing event folds nothing (SPEC §21)."""
 
     # -- commits, effects and supersession ---------------------------------------------
 
@@ -238,6 +263,8 @@ _HANDLERS = {
     Grant: _Fold.on_access,
     Revoke: _Fold.on_access,
     Experience: _Fold.on_experience,
+    Erase: _Fold.on_erase,
+    Migrate: _Fold.on_migrate,
 }
 
 
@@ -263,7 +290,8 @@ def resolve(
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
     at = parse_at(at)
-    prefix = heard_by(checked_log(events, policy), at)
+    log = checked_log(events, policy)
+    prefix = heard_by(log, at)
     computed = _heads(prefix)
     for name, given, own in (("head", head, computed[0]), ("tree", tree, computed[1])):
         if given is not None and given != own:
@@ -272,7 +300,19 @@ def resolve(
                 f" {format_ts(at)} ({own})",
                 field=name,
             )
-    return _resolve(prefix, actor, at, policy, *computed)
+    return _resolve(prefix, actor, at, policy, *computed, erasures=erasures_of(log, actor.tenant))
+
+
+def erasures_of(log: Sequence[Event], tenant: str) -> dict[str, str]:
+    """Fact -> the erase event naming it, over the erase events of ``tenant`` anywhere in
+    ``log`` (a ParsedLog keeps its erase events from its reading)."""
+    erases = log.erases() if isinstance(log, ParsedLog) else [e for e in log if type(e) is Erase]
+    return {
+        item.fact: event.id
+        for event in erases
+        if event.tenant == tenant
+        for item in event.erased
+    }
 
 
 def _heads(prefix: Sequence[Event]) -> tuple[str, TreeHead]:
@@ -306,18 +346,22 @@ def resolve_partition(
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
     at = parse_at(at)
-    prefix = heard_by(checked_log(events, policy), at)
+    log = checked_log(events, policy)
+    prefix = heard_by(log, at)
     if head is None or tree is None:
         own = _heads(prefix)
         head, tree = head or own[0], tree or own[1]
-    return _resolve(prefix, actor, at, policy, head, tree)
+    return _resolve(prefix, actor, at, policy, head, tree, erasures=erasures_of(log, actor.tenant))
 
 
 def _resolve(
-    prefix: Sequence[Event], actor: Actor, at: datetime, policy: Policy, head: str, tree: TreeHead
+    prefix: Sequence[Event], actor: Actor, at: datetime, policy: Policy, head: str, tree: TreeHead,
+    *, erasures: dict[str, str],
 ) -> Resolution:
-    """The fold over the actor's tenant's events of ``prefix``, then the phases."""
+    """The fold over the actor's tenant's events of ``prefix`` (``erasures``: those of the
+    whole log), then the phases."""
     fold = _Fold(actor, policy)
+    fold.erasures = erasures
     tenant, pending, handlers = actor.tenant, fold.pending, _HANDLERS
     for pos, event in enumerate(prefix):
         if event.tenant != tenant:
@@ -332,17 +376,22 @@ def _resolve(
 # -- the fold, for gamma.core.engine ---------------------------------------------------------
 # The engine keeps one fold per tenant and advances it event by event. It uses only
 # these names: ``Fold`` (its ``facts``, ``order``, ``positions``, ``ignored``,
-# ``experiences``, ``pending``, ``live_by_slot``, ``fact_access``, ``key_access`` and
-# ``key_grant_events``; ``run_pending``), ``FactRecord`` and ``fold_event``; the phases
-# it runs are gamma.core.phases. A change to these is a change to the engine.
+# ``experiences``, ``pending``, ``live_by_slot``, ``fact_access``, ``key_access``,
+# ``key_grant_events`` and ``erasures``; ``run_pending``), ``FactRecord``, ``new_fold`` and
+# ``fold_event``; the phases it runs are gamma.core.phases. A change to these is a change to
+# the engine.
 
 Fold = _Fold
 FactRecord = _Fact
 
 
-def new_fold(tenant: str, policy: Policy) -> _Fold:
-    """An empty fold of one tenant (the fold does not depend on who asks)."""
-    return _Fold(Actor(id="-", tenant=tenant), policy)
+def new_fold(tenant: str, policy: Policy, erasures: dict[str, str] | None = None) -> _Fold:
+    """An empty fold of one tenant (the fold does not depend on who asks); ``erasures``: the
+    erase events of the tenant's whole log, for a fold of a prefix of it."""
+    fold = _Fold(Actor(id="-", tenant=tenant), policy)
+    if erasures:
+        fold.erasures = dict(erasures)
+    return fold
 
 
 def fold_event(fold: _Fold, pos: int, event: Event) -> None:

@@ -9,12 +9,13 @@ effects are due, without changing the kept fold.
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections import defaultdict
 from datetime import datetime
 
 from gamma.core.derived import Table, TenantIndex
-from gamma.core.model import Assert, Event, Grant, Promote, Retract, Revoke
+from gamma.core.model import Assert, Erase, Event, Grant, Promote, Retract, Revoke
 from gamma.core.policy import Policy
 from gamma.core.resolver import FactRecord, Fold, fold_event, new_fold
 
@@ -39,7 +40,9 @@ def touched(fold: Fold, event: Event) -> set[str]:
         return effect_keys(fold, event.fact)
     if isinstance(event, Grant | Revoke):
         return {fold.facts[event.fact].event.key} if event.fact is not None else {event.key or ""}
-    return set()  # an experience changes no fact
+    if isinstance(event, Erase):  # at every ``at``: an erased fact is erased as of every time
+        return {fold.facts[item.fact].event.key for item in event.erased}
+    return set()  # an experience or a migration changes no fact
 
 
 class TenantFold:
@@ -88,12 +91,25 @@ class TenantFold:
             self._check_log()
         if isinstance(event, Assert):
             self.positions.set(event.fact, (event.fact, pos))
+        elif isinstance(event, Erase):
+            self._forget(event)
         elif isinstance(event, Retract):
             reason = fold.facts[event.fact].retract_reason
             if reason is not None:
                 self.retract_reasons.set(event.fact, (event.fact, reason))
         if self.through is None or event.ts > self.through:
             self.through = event.ts
+
+    def _forget(self, erase: Erase) -> None:
+        """Keep no value the erase destroyed: its asserts in the tenant's events become the
+        fold's erased copies (same chain bytes), and no view made before it is kept."""
+        fold = self.fold
+        for item in erase.erased:
+            pos = fold.positions[item.fact]
+            at = bisect.bisect_left(self.events, pos, key=lambda entry: entry[0])
+            self.events[at] = (pos, fold.facts[item.fact].event)
+        self.overlay = None
+        self._extras = None
 
     def run_due(self, until: datetime) -> None:
         """Run the deferred effects due at or before ``until``, noting the keys they touch."""

@@ -23,6 +23,7 @@ from urllib.parse import quote
 import attrs
 
 from gamma.core.canonical import compact_json, format_ts, parse_ts
+from gamma.core.commitment import chain_object
 from gamma.core.errors import (
     DuplicateIdError,
     InputError,
@@ -31,7 +32,7 @@ from gamma.core.errors import (
     LimitError,
     TimestampOrderError,
 )
-from gamma.core.events import EMPTY_FILE, canonical_event, event_from_json
+from gamma.core.events import EMPTY_FILE, canonical_event, event_from_json, event_line
 from gamma.core.heads import Heads
 from gamma.core.limits import MAX_LINE_BYTES
 from gamma.core.merkle import TreeHead
@@ -91,11 +92,12 @@ def _instant(value: Any) -> tuple[datetime, str]:
 
 
 def _from_object(
-    text: str, line: int, policy: Policy, source: str | None, *, canonical: bool = False
+    text: str, line: int, policy: Policy, source: str | None, *, chain: str | None = None
 ) -> _Line:
     """The pass's view of one line (strict decoding and every per-event check are the
     worker's); a line this cannot read is decoded and parsed in full for its error.
-    ``canonical``: the text is already the event's canonical text (a store's body)."""
+    ``chain``: the event's chain bytes, known already (a store's body); else they are the
+    line's canonical JSON, for a committed value without its value and salt (SPEC §21)."""
     try:
         body = json.loads(text)
         ts = None
@@ -107,7 +109,9 @@ def _from_object(
         if ts is None or not (isinstance(event_id, str) and isinstance(tenant, str)):
             raise TypeError
         unique = body.get("fact") if kind == "assert" else body.get("experience")
-        return _Line(line, event_id, tenant, ts, text if canonical else compact_json(body),
+        if chain is None:
+            chain = compact_json(chain_object(body) if kind == "assert" else body)
+        return _Line(line, event_id, tenant, ts, chain,
                      kind if isinstance(kind, str) else None,
                      unique if isinstance(unique, str) else None, text)  # fmt: skip
     except (TypeError, ValueError, KeyError, AttributeError):
@@ -119,8 +123,8 @@ def _from_object(
 def _from_event(event: Event, line: int) -> _Line:
     kind = type(event).__name__.lower()
     unique = getattr(event, "fact", None) if kind == "assert" else getattr(event, "experience", None)
-    canonical = canonical_event(event)
-    return _Line(line, event.id, event.tenant, event.ts, canonical, kind, unique, canonical)
+    return _Line(line, event.id, event.tenant, event.ts, canonical_event(event), kind, unique,
+                 event_line(event))
 
 
 def _file_lines(path: Path, policy: Policy, source: str) -> Iterator[_Line]:
@@ -140,8 +144,8 @@ def _file_lines(path: Path, policy: Policy, source: str) -> Iterator[_Line]:
 
 
 def _store_lines(store: Store) -> Iterator[_Line]:
-    for position, body in enumerate(store.export(), start=1):
-        yield _from_object(body, position, store.policy, str(store.path), canonical=True)
+    for position, (line, body) in enumerate(store.export_pairs(), start=1):
+        yield _from_object(line, position, store.policy, str(store.path), chain=body)
 
 
 def _given_lines(items: Iterable[str | Event], policy: Policy) -> Iterator[_Line]:

@@ -7,7 +7,9 @@ Four kinds of violation (DESIGN §8):
 - ``bypass``: a form of a withheld fact's value (excluded by the reference, or
   another tenant's) stands anywhere in the response, its bindings included
   (exempt: a value an admitted fact also holds; for validity-only exclusions, also
-  one the question names, and a mention that is only negated);
+  one the question names, and a mention that is only negated). An erased value
+  (SPEC §21) that the scored log still holds is withheld as a hidden one is: no
+  exemption but an admitted fact's;
 - ``unsupported``: an asserted token found in none of the shown context, the
   admitted facts, the bindings' values and the question;
 - ``ghost_binding``: a binding whose key is not a fact of the log, or whose
@@ -48,6 +50,7 @@ __all__ = [
 ]
 
 VIOLATION_KINDS = ("bypass", "unsupported", "ghost_binding", "verdict_mismatch")
+ERASED = "erased"  # the code of an erased value (SPEC §21)
 # "VERDICT: KEEP" at the start of a line (optionally in emphasis): only the marker is
 # structure; anything after it on the line stays prose, so it cannot hide a leak.
 _VERDICT_LINE = re.compile(
@@ -114,14 +117,17 @@ class LogFacts:
         self._forms: dict[str, tuple[Form, ...]] = {}
 
     def tokens(self, fact: str) -> tuple[Token, ...]:
+        """The tokens of the fact's value (none when the log holds it no more: erased)."""
         if fact not in self._tokens:
-            self._tokens[fact] = value_tokens(self.values[fact].value)
+            value = self.values[fact].value
+            self._tokens[fact] = () if value is None else value_tokens(value)
         return self._tokens[fact]
 
     def forms(self, fact: str) -> tuple[Form, ...]:
         """The matchable forms of the fact's value (:func:`gamma.scoring.forms.forms_of`)."""
         if fact not in self._forms:
-            self._forms[fact] = forms_of(self.values[fact].value)
+            value = self.values[fact].value
+            self._forms[fact] = () if value is None else forms_of(value)
         return self._forms[fact]
 
 
@@ -160,8 +166,10 @@ def _searched_forms(
     codes: tuple[str, ...], forms: tuple[Form, ...], admitted: tuple[Token, ...],
     question: tuple[Token, ...],
 ) -> tuple[bool, list[Form]]:
-    """Whether the exclusion hides the fact, and the forms not exempt from the search."""
-    hidden = bool(VISIBILITY_CODES.intersection(codes))
+    """Whether the exclusion hides the fact (or erased its value: no cut of the log may bring
+    it back, so nothing but an admitted fact exempts it), and the forms not exempt from the
+    search."""
+    hidden = bool(VISIBILITY_CODES.intersection(codes)) or ERASED in codes
     exempt = admitted if hidden else admitted + question
     return hidden, [f for f in forms if not _exempt(f, exempt)]
 
@@ -279,8 +287,10 @@ def check_response(
                     fact=fact,
                     tokens=tuple(sorted({h.text for h in hits})),
                     codes=codes,
-                    detail="withheld content: "
-                    + ("hidden from the actor" if hidden else "no longer valid"),
+                    detail="withheld content: " + (
+                        "erased" if ERASED in codes
+                        else "hidden from the actor" if hidden else "no longer valid"
+                    ),
                 )
             )
     shown = context if context is not None else resolution.render("context")

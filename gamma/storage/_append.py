@@ -16,18 +16,21 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import orjson
 from sqlite_utils import Database
 
-from gamma.core.canonical import format_ts
+from gamma.core.canonical import compact_json, format_ts
 from gamma.core.chain import GENESIS_HEX, keyed_step, step, step_bytes
-from gamma.core.errors import InputError, IntegrityError, StoreError
+from gamma.core.commitment import new_salt
+from gamma.core.errors import InputError, IntegrityError, StoreError, ValueTypeError
 from gamma.core.events import batch_objects, canonical_event, event_from_json
 from gamma.core.merkle import leaf_hash
-from gamma.core.model import Event, Experience
+from gamma.core.model import Assert, Erase, Event, Experience, Migrate
 from gamma.core.policy import Policy
 from gamma.storage._opening import read_meta
 from gamma.storage.migrations import LATEST, from_micros, schema_rows, ts_micros
 from gamma.storage.seal import seal_problem
+from gamma.storage.values import value_row
 from gamma.storage.verify import ChainRow, column_problem
 
 __all__ = [
@@ -40,6 +43,8 @@ __all__ = [
     "Tail",
     "chain_rows",
     "check_extendable",
+    "check_values",
+    "value_rows",
     "new_events",
     "parse_batch",
     "read_tail",
@@ -100,20 +105,68 @@ class SqlIndex:
         query = "SELECT 1 FROM events WHERE type = 'experience' AND experience = ?"
         return self._db.execute(query, [experience_id]).fetchone() is not None
 
+    def fact_commitment(self, fact_id: str) -> str | None:
+        row = self._db.execute(
+            "SELECT body FROM events WHERE type = 'assert' AND fact = ?", [fact_id]
+        ).fetchone()
+        if row is None:
+            return None
+        found = orjson.loads(row[0]).get("commitment")  # the body of a committed assert has it
+        return found if isinstance(found, str) else None
+
+    def erased_by(self, fact_id: str) -> str | None:
+        row = self._db.execute(
+            "SELECT e.id FROM erasures x JOIN events e ON e.position = x.erase_position"
+            " WHERE x.fact = ?", [fact_id]
+        ).fetchone()
+        return None if row is None else str(row[0])
+
     def last_ts(self) -> datetime | None:
         return self._last_ts
 
 
-def parse_batch(items: Iterable[Appendable] | str, policy: Policy, source: str) -> list[Parsed]:
-    """Decode and check each item; an object without ts is kept for the store to stamp."""
+def parse_batch(
+    items: Iterable[Appendable] | str, policy: Policy, source: str, *, committed: bool = False
+) -> list[Parsed]:
+    """Decode and check each item; an object without ts is kept for the store to stamp. In a
+    committed store an assert written with a plain value gets a fresh salt here (the one
+    randomness of gamma, kept with the event); a plaintext store refuses committed values,
+    erase and migrate events."""
     parsed = []
     for number, obj, _ in batch_objects(items, source=source):
+        if committed and isinstance(obj, dict) and obj.get("type") == "assert" and (
+            "value" in obj and "salt" not in obj and "commitment" not in obj
+        ):
+            obj = {**obj, "salt": new_salt()}
         unstamped = obj if isinstance(obj, dict) and "ts" not in obj else None
         if unstamped is not None:  # checked now with a stand-in ts, stamped under the lock
             obj = {**obj, "ts": _PLACEHOLDER_TS}
         event = event_from_json(obj, policy=policy, source=source, line=number)
+        if not committed:
+            _refuse_committed(event, source, number)
         parsed.append(Parsed(number, event, unstamped))
     return parsed
+
+
+_PLAINTEXT = "this store keeps plaintext values: "
+
+
+def _refuse_committed(event: Event, source: str, line: int) -> None:
+    """A plaintext store holds no commitment, erases nothing and migrates nothing."""
+    if isinstance(event, Assert):
+        for name in ("salt", "commitment"):
+            if getattr(event, name) is not None:
+                raise ValueTypeError(
+                    _PLAINTEXT + "an assert with a salt or a commitment goes to a store made"
+                    " with commit_values (gamma init --commit-values, or gamma migrate --commit-values)",
+                    source=source, line=line, field=name,
+                )
+    elif isinstance(event, (Erase, Migrate)):
+        raise ValueTypeError(
+            _PLAINTEXT + f"a {event.TYPE} event goes to a store made with commit_values; a"
+            " plaintext value cannot be erased without breaking the chain",
+            source=source, line=line, field="type",
+        )
 
 
 def read_tail(db: Database) -> Tail:
@@ -163,7 +216,7 @@ def new_events(
             stamped = {**unstamped, "ts": format_ts(ts)}
             event = event_from_json(stamped, policy=policy, source=source, line=line)
         canonical = canonical_event(event)
-        if earlier is not None and canonical == earlier[0]:
+        if earlier is not None and _same(earlier, event, canonical):
             continue
         if event.ts > horizon:
             raise InputError(
@@ -176,17 +229,33 @@ def new_events(
     return pending
 
 
-def _stored(db: Database, ids: set[str]) -> dict[str, tuple[str, datetime]]:
-    """Bodies and ts of the stored events among ``ids``, in a few indexed queries."""
-    found: dict[str, tuple[str, datetime]] = {}
+def _same(earlier: tuple[str, datetime, str | None], event: Event, canonical: str) -> bool:
+    """Whether ``event`` is the stored one sent again: the same bytes, or (a committed value)
+    the same event and value under another salt, or none (a resend without its salt gets a
+    fresh one). An erased value is never the same again: the id is then refused as used."""
+    body, _, value = earlier
+    if canonical == body:
+        return True
+    if not isinstance(event, Assert) or event.salt is None or event.value is None or value is None:
+        return False
+    stored, sent = orjson.loads(body), orjson.loads(canonical)
+    stored.pop("commitment", None)
+    sent.pop("commitment", None)
+    return compact_json(stored) == compact_json(sent) and compact_json(event.value) == value
+
+
+def _stored(db: Database, ids: set[str]) -> dict[str, tuple[str, datetime, str | None]]:
+    """Bodies, ts and kept values of the stored events among ``ids``, in a few indexed queries."""
+    found: dict[str, tuple[str, datetime, str | None]] = {}
     wanted = sorted(ids)
     for start in range(0, len(wanted), _LOOKUP_CHUNK):
         chunk = wanted[start : start + _LOOKUP_CHUNK]
         marks = ",".join("?" * len(chunk))
-        for event_id, body, ts_us in db.execute(
-            f"SELECT id, body, ts_us FROM events WHERE id IN ({marks})", chunk
+        for event_id, body, ts_us, value in db.execute(
+            "SELECT e.id, e.body, e.ts_us, v.value FROM events e LEFT JOIN event_values v"
+            f" ON v.position = e.position WHERE e.id IN ({marks})", chunk
         ):
-            found[str(event_id)] = (str(body), from_micros(ts_us))
+            found[str(event_id)] = (str(body), from_micros(ts_us), None if value is None else str(value))
     return found
 
 
@@ -250,6 +319,51 @@ def _check_tail(db: Database, path: Path, position: int, key: bytes | None) -> N
         raise IntegrityError(
             f"{path}: refusing to extend a store that does not verify: position {position}: {problem}"
         )
+
+
+def check_values(pending: list[Pending], source: str) -> None:
+    """A committed store keeps every assert's value until an erase names it: an assert that
+    comes without its value (erased) is taken only in the batch of the erase that names it."""
+    erased = {item.fact for _, event, _ in pending if isinstance(event, Erase) for item in event.erased}
+    for line, event, _ in pending:
+        if isinstance(event, Assert) and event.value is None and event.fact not in erased:
+            raise ValueTypeError(
+                "a committed store keeps the value of each assert until an erase event names"
+                " it: an erased assert (a commitment without its value) is appended only in the"
+                " batch of the erase that names it",
+                source=source, line=line, field="value",
+            )
+
+
+def value_rows(
+    db: Database, start: int, pending: list[Pending]
+) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The ``event_values`` rows of the batch appended after position ``start`` (none for a
+    value the same batch erases) and its ``erasures`` rows ``(position, fact, erase_position)``."""
+    asserted = {
+        event.fact: start + offset
+        for offset, (_, event, _) in enumerate(pending, start=1)
+        if isinstance(event, Assert)
+    }
+    erasures: list[list[Any]] = []
+    for offset, (_, event, _) in enumerate(pending, start=1):
+        if not isinstance(event, Erase):
+            continue
+        for item in event.erased:
+            position = asserted.get(item.fact)
+            if position is None:
+                row = db.execute(
+                    "SELECT position FROM events WHERE type = 'assert' AND fact = ?", [item.fact]
+                ).fetchone()
+                position = int(row[0])  # the log's rules found it (validate_log)
+            erasures.append([position, item.fact, start + offset])
+    gone = {row[0] for row in erasures}
+    values = []
+    for offset, (_, event, _) in enumerate(pending, start=1):
+        row = value_row(start + offset, event)
+        if row is not None and row[0] not in gone:
+            values.append(row)
+    return values, erasures
 
 
 def chain_rows(

@@ -12,18 +12,22 @@ import cattrs
 import orjson
 
 from gamma.core.chain import step_bytes
+from gamma.core.commitment import commit
 from gamma.core.convert import converter
 from gamma.core.errors import InputError, IntegrityError
 from gamma.core.fastpath import fast_event
 from gamma.core.logcheck import LogIndex, check_events
 from gamma.core.merkle import TreeBuilder
-from gamma.core.model import EVENT_TYPES, Event
+from gamma.core.model import EVENT_TYPES, Assert, Event
 from gamma.core.plain import plain_line
 
-__all__ = ["READ", "check_stored"]
+__all__ = ["READ", "READ_JOINED", "check_stored"]
 
 READ = "position, body, prev_head, head"
 """The columns of a row ``check_stored`` reads."""
+READ_JOINED = "e.position, e.body, e.prev_head, e.head, v.salt, v.value, x.erase_position"
+"""The columns of a committed store's row: an assert's value and salt joined back (or the
+erase that deleted them), from ``gamma.storage.values.JOINED``."""
 
 
 def check_stored(
@@ -35,7 +39,9 @@ def check_stored(
     source: str,
     tree: TreeBuilder | None = None,
 ) -> tuple[list[Event], list[bytes]]:
-    """Events from stored ``(position, body, prev_head, head)`` rows, and the head after each.
+    """Events from stored ``(position, body, prev_head, head)`` rows, and the head after each;
+    a committed store's rows (``READ_JOINED``) add an assert's salt and value, which the event
+    gets back (its chain bytes stay the body), or the position of the erase that deleted them.
 
     The cheap checks a reader owes the rows it relies on: consecutive
     positions from ``since + 1``, each row linked to the head before it and
@@ -48,7 +54,8 @@ def check_stored(
     heads: list[bytes] = []
     previous = bytes.fromhex(prev)
     expected = since + 1
-    for position, body, prev_head, head in rows:
+    for row in rows:
+        position, body, prev_head, head = row[0], row[1], row[2], row[3]
 
         def broken(detail: str, position: int = position) -> IntegrityError:
             return IntegrityError(f"{source}: position {position}: {detail}")
@@ -65,7 +72,10 @@ def check_stored(
             tree.add(data)
         if current.hex() != head:
             raise broken("its body does not hash to its head (edited)")
-        events.append(_stored_event(body, broken))
+        if len(row) > 4 and (row[4] is not None or row[6] is None):
+            events.append(_committed_event(body, row[4], row[5], broken))
+        else:
+            events.append(_stored_event(body, broken))
         heads.append(current)
         previous = current
         expected += 1
@@ -77,6 +87,35 @@ def check_stored(
                 f"{source}: position {exc.line}: a stored event breaks the log ({exc.message})"
             ) from None
     return events, heads
+
+
+def _committed_event(
+    body: str, salt: str | None, value: str | None, broken: Callable[[str], IntegrityError]
+) -> Event:
+    """The event of a committed store's row: its value and salt joined back, and checked
+    against the commitment its body carries (one hash: a changed value row is never read as
+    the fact's value). An assert whose value is gone must have been erased (``erasures``)."""
+    if salt is None or value is None:
+        kept = _stored_event(body, broken)
+        if isinstance(kept, Assert) and kept.commitment is not None and kept.value is None:
+            raise broken("its value is gone but no erase event erased it (value_deleted)")
+        return kept
+    try:
+        obj = orjson.loads(body)
+        given = orjson.loads(value)
+        matches = isinstance(obj, dict) and commit(salt, given) == obj.get("commitment")
+    except (ValueError, TypeError):
+        matches = False
+    if not matches:
+        raise broken("its value row does not match its commitment (value_changed)")
+    obj["salt"], obj["value"] = salt, given
+    try:
+        cls = EVENT_TYPES[obj.pop("type")]
+        event: Event = converter.structure(obj, cls)
+    except (ValueError, KeyError, TypeError, AttributeError, cattrs.BaseValidationError):
+        raise broken("its body is not an event") from None
+    object.__setattr__(event, "_canonical", body)  # the chain bytes: a cache slot of a new object
+    return event
 
 
 def _stored_event(body: str, broken: Callable[[str], IntegrityError]) -> Event:

@@ -17,14 +17,14 @@ from types import TracebackType
 from typing import Self
 
 from gamma.core.engine import Batch, Decision, EngineState
-from gamma.core.errors import InputError
+from gamma.core.errors import InputError, StoreError
 from gamma.core.events import check_names, load_events
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Event
 from gamma.core.policy import Policy
 from gamma.core.resolution import Resolution
 from gamma.face import checked
-from gamma.storage.store import AppendResult, Store, is_store
+from gamma.storage.store import AppendResult, EraseResult, Store, is_store
 
 __all__ = ["Engine"]
 
@@ -130,12 +130,43 @@ class Engine:
             self.refresh()
             return AppendResult(appended=stored.appended, events=len(self._state), head=self.head)
 
+    @checked
+    def erase(
+        self,
+        *,
+        tenant: str,
+        basis: str,
+        actor: str,
+        facts: Iterable[str] | None = None,
+        key: str | None = None,
+        subject: str | None = None,
+        all_of_tenant: bool = False,
+        event_id: str | None = None,
+    ) -> EraseResult:
+        """Erase committed values of the store (``Store.erase``, SPEC §21), then take the erase
+        event in: the values and salts it names leave everything the engine keeps.
+
+        For the host only: no agent surface offers it. ``actor`` must hold the policy's erasure
+        authority; erasing needs an engine over a store made with ``commit_values``.
+        """
+        if self._store is None:
+            raise StoreError("erasure needs an engine over a store (one made with commit_values):"
+                             " an engine in memory or over a JSONL file keeps no values apart")
+        with self._state.lock:  # the store's erase and the engine's read of it, together
+            result = self._store.erase(tenant=tenant, basis=basis, actor=actor, facts=facts,
+                                       key=key, subject=subject, all_of_tenant=all_of_tenant,
+                                       event_id=event_id)
+            self.refresh()
+            return result
+
     def refresh(self) -> int:
         """Fold what other writers appended to the store since; returns how many events came in.
 
         Only the new rows are read, checked against the head and index the
         engine holds (an IntegrityError names the position), never re-validated.
-        An engine not backed by a store has nothing to refresh.
+        An erase among them (another process's ``gamma erase``) takes the values it names
+        out of everything the engine keeps. An engine not backed by a store has nothing
+        to refresh.
         """
         if self._store is None:
             return 0

@@ -18,13 +18,21 @@ from sqlite_utils import Database
 
 from gamma.core.errors import IntegrityError, StoreError
 from gamma.core.merkle import CompactRange
-from gamma.storage.seal import SEAL, STORE_SEAL, seal_problem, seal_rows, store_seals
+from gamma.storage.seal import (
+    SEAL,
+    STORE_KEYED_SEAL,
+    STORE_SEAL,
+    seal_problem,
+    seal_rows,
+    store_seals,
+)
 from gamma.storage.tree import tree_rows
 
 __all__ = [
     "LATEST",
     "MIGRATIONS",
     "TABLES",
+    "VALUE_TABLES",
     "Migration",
     "current_version",
     "from_micros",
@@ -48,7 +56,10 @@ def from_micros(value: int) -> datetime:
 
 _V1_TABLES = ("events", "store_meta", "schema_version")
 TABLES = (*_V1_TABLES, "tree")
-"""Every table of the store; each refuses UPDATE, DELETE and (from schema 3) REPLACE."""
+"""The tables of schemas 1 to 4; each refuses UPDATE, DELETE and (from schema 3) REPLACE."""
+VALUE_TABLES = ("event_values", "erasures")
+"""The tables of schema 5 (committed values, issue 30): append-only too, except that a value
+row is deleted once an ``erasures`` row holds its position."""
 
 
 @attrs.frozen
@@ -186,11 +197,101 @@ def _v4_store_seal(db: Database) -> None:
     db.table("store_meta").insert({"name": STORE_SEAL, "value": sealed[STORE_SEAL]})
 
 
+_V5_NAME = "committed values and their erasures"
+
+
+def _v5_values(db: Database) -> None:
+    """The values a committed store keeps beside its chain, and the erasures that deleted some.
+
+    ``event_values`` holds, per assert position, the salt and the canonical JSON of the value
+    its body commits to; ``erasures`` names each erased fact, its position and the position of
+    the erase event. Both refuse UPDATE and REPLACE; ``erasures`` refuses DELETE, and a value
+    row may be deleted only once an ``erasures`` row holds its position (the erase event's
+    transaction inserts that row first). A value is never written for an erased position, and
+    only for an assert. The schema version is sealed (schema 4), so the seal is renewed here,
+    and only if it verifies first; a keyed seal, which no migration can renew without the key,
+    is dropped here and written again by ``Store.seal`` in the same transaction.
+    """
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS event_values (position INTEGER PRIMARY KEY, salt TEXT NOT NULL,"
+        " value TEXT NOT NULL) STRICT"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS erasures (position INTEGER PRIMARY KEY, fact TEXT NOT NULL UNIQUE,"
+        " erase_position INTEGER NOT NULL) STRICT"
+    )
+    for table in VALUE_TABLES:
+        db.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table} BEGIN SELECT RAISE(ABORT,"
+            f" 'gamma store is append-only: UPDATE on {table} refused'); END"
+        )
+        db.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {table}_no_replace BEFORE INSERT ON {table} WHEN EXISTS (SELECT 1"
+            f" FROM {table} WHERE position = NEW.position) BEGIN SELECT RAISE(ABORT, 'gamma store"
+            f" is append-only: a row of {table} with this key exists (INSERT OR REPLACE refused)');"
+            " END"
+        )
+    db.execute(
+        "CREATE TRIGGER IF NOT EXISTS erasures_no_delete BEFORE DELETE ON erasures BEGIN SELECT RAISE(ABORT,"
+        " 'gamma store is append-only: DELETE on erasures refused'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER IF NOT EXISTS event_values_no_delete BEFORE DELETE ON event_values WHEN NOT EXISTS"
+        " (SELECT 1 FROM erasures WHERE position = OLD.position) BEGIN SELECT RAISE(ABORT,"
+        " 'gamma store is append-only: a value is deleted only by its erasure'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER IF NOT EXISTS event_values_of_asserts BEFORE INSERT ON event_values WHEN NOT EXISTS"
+        " (SELECT 1 FROM events WHERE position = NEW.position AND type = 'assert') OR EXISTS"
+        " (SELECT 1 FROM erasures WHERE position = NEW.position) BEGIN SELECT RAISE(ABORT,"
+        " 'gamma store is append-only: a value row is written for a stored assert, never for"
+        " an erased one'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER IF NOT EXISTS erasures_by_erase BEFORE INSERT ON erasures WHEN NOT EXISTS (SELECT 1"
+        " FROM events WHERE position = NEW.erase_position AND type = 'erase') OR NOT EXISTS"
+        " (SELECT 1 FROM events WHERE position = NEW.position AND type = 'assert' AND fact ="
+        " NEW.fact) BEGIN SELECT RAISE(ABORT, 'gamma store is append-only: an erasure names a"
+        " stored assert and the erase event that erased it'); END"
+    )
+    _renew_seal(db, (5, _V5_NAME))
+
+
+def _renew_seal(db: Database, step: tuple[int, str]) -> None:
+    """Seal the store again for the schema version ``step`` adds, if the seal of the version
+    before verifies: a migration never seals what it cannot check, so a seal that does not
+    verify is left as it is (verify names it, and no writer extends the store). A store being
+    created gets its seals from ``Store.init``; one older than schema 4 was sealed by
+    migration 4 just before. The seal rows are the one place a migration replaces a row: the
+    trigger that refuses it is dropped and made again inside this transaction."""
+    meta = {str(name): str(value) for name, value in db.execute("SELECT name, value FROM store_meta")}
+    if STORE_SEAL not in meta:
+        return
+    schema = schema_rows(db)
+    sealed = store_seals(meta, [*schema, step], None)
+    if sealed[STORE_SEAL] == meta[STORE_SEAL]:
+        return  # sealed for this schema already
+    if seal_problem(meta, schema, None) is not None:
+        return  # never sealed anew: verify names it, and no writer extends it (check_extendable)
+    db.execute("DROP TRIGGER IF EXISTS store_meta_no_delete")
+    db.execute("DELETE FROM store_meta WHERE name IN (?, ?)", [STORE_SEAL, STORE_KEYED_SEAL])
+    _append_only_delete(db, "store_meta")
+    db.table("store_meta").insert({"name": STORE_SEAL, "value": sealed[STORE_SEAL]})
+
+
+def _append_only_delete(db: Database, table: str) -> None:
+    db.execute(
+        f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} "
+        f"BEGIN SELECT RAISE(ABORT, 'gamma store is append-only: DELETE on {table} refused'); END"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "create events, metadata and triggers", _v1_create),
     Migration(2, "Merkle tree of the log", _v2_tree),
     Migration(3, "refuse INSERT OR REPLACE; seal the recorded policy", _v3_no_replace),
     Migration(4, _V4_NAME, _v4_store_seal),
+    Migration(5, _V5_NAME, _v5_values),
 )
 """The schema history, oldest first; versions are consecutive from 1."""
 

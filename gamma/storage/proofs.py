@@ -16,7 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from gamma.core import merkle
+from gamma.core.canonical import canonical_json
+from gamma.core.commitment import chain_object
 from gamma.core.errors import GammaError, InputError, IntegrityError, StoreError, ValueTypeError
 from gamma.core.events import canonical_event, load_events
 from gamma.core.merkle import (
@@ -32,6 +36,7 @@ from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.storage.store import Store, is_store
 
 __all__ = [
+    "leaf_bytes",
     "parse_consistency",
     "parse_inclusion",
     "prove_consistency",
@@ -194,7 +199,28 @@ def verify_inclusion(proof: InclusionProof | Mapping[str, Any], event_line: str 
     The line is the exact bytes ``gamma export`` writes (a trailing newline is dropped).
     """
     data = event_line.encode("utf-8") if isinstance(event_line, str) else event_line
-    return parse_inclusion(proof).verify(data.removesuffix(b"\n"))
+    return parse_inclusion(proof).verify(leaf_bytes(data.removesuffix(b"\n")))
+
+
+def leaf_bytes(line: bytes) -> bytes:
+    """The leaf data of an event's line: the line itself, or for a committed value the chain
+    bytes (its canonical JSON without ``value`` and ``salt``, with ``commitment``, SPEC §21),
+    so a line as ``gamma export`` writes it checks against a proof before and after an erase."""
+    if b'"salt":' not in line:
+        return line
+    try:
+        obj = orjson.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(obj, dict) or obj.get("type") != "assert" or "salt" not in obj:
+        return line
+    try:
+        chain = chain_object(obj)
+    except (ValueError, TypeError, KeyError):
+        return line
+    if obj.get("commitment", chain["commitment"]) != chain["commitment"]:
+        return line  # a line that does not hold together is no leaf: the proof fails
+    return canonical_json(chain).encode("utf-8")
 
 
 def verify_consistency(proof: ConsistencyProof | Mapping[str, Any]) -> bool:
@@ -211,7 +237,7 @@ def recomputed_heads(
         raise InputError("no such file", source=str(log))
     if is_store(log):
         with Store.open(log, read_only=True) as store:
-            lines = list(store.export())
+            lines = list(store.bodies())  # the chain bytes: a committed value's commitment
     else:
         lines = [canonical_event(e) for e in load_events(log, policy=policy or DEFAULT_POLICY)]
     compact = CompactRange()

@@ -33,7 +33,7 @@ from sqlite_utils import Database
 
 from gamma.core.canonical import canonical_json
 from gamma.core.chain import GENESIS_HEX
-from gamma.core.errors import InputError, IntegrityError, StoreError
+from gamma.core.errors import DuplicateIdError, InputError, IntegrityError, StoreError
 from gamma.core.logcheck import LogIndex, MemoryIndex, validate_log
 from gamma.core.merkle import TreeBuilder
 from gamma.core.model import Event
@@ -46,9 +46,11 @@ from gamma.storage._append import (
     SqlIndex,
     chain_rows,
     check_extendable,
+    check_values,
     new_events,
     parse_batch,
     read_tail,
+    value_rows,
 )
 from gamma.storage._keys import MIN_KEY_BYTES, check_key, read_key_file, writer_key
 from gamma.storage._keys import key_check as _key_check
@@ -68,10 +70,32 @@ from gamma.storage._opening import (
     upgrade_schema,
     write,
 )
-from gamma.storage._read import READ, check_stored
+from gamma.storage._read import READ, READ_JOINED, check_stored
+from gamma.storage.decisions import redact_decisions
+from gamma.storage.erasure import (
+    EraseResult,
+    Selection,
+    check_authority,
+    checkpoint,
+    derived_steps,
+    erase_object,
+    scrub,
+    select,
+    vacuum,
+    values_of,
+)
 from gamma.storage.migrations import LATEST, MIGRATIONS, migrate, schema_rows, ts_micros
 from gamma.storage.seal import KEYED_SEAL, STORE_KEYED_SEAL, seal_problem, store_seals
 from gamma.storage.tree import StoredTree, TreeHead, tree_rows
+from gamma.storage.values import (
+    COMMITTED,
+    JOINED,
+    VALUES,
+    ValueCheck,
+    check_value_rows,
+    is_committed,
+    line_of,
+)
 from gamma.storage.verify import (
     ChainRow,
     LogCheck,
@@ -85,6 +109,7 @@ from gamma.storage.verify import (
 
 __all__ = [
     "BUSY_TIMEOUT",
+    "EraseResult",
     "MIN_KEY_BYTES",
     "SQLITE_HEADER",
     "AppendResult",
@@ -141,8 +166,11 @@ class Store:
         policy: Policy | None = None,
         key: bytes | None = None,
         busy_timeout: float | None = None,
+        commit_values: bool = False,
     ) -> Store:
-        """Create a store in a new or empty file, recording its policy and whether it is keyed."""
+        """Create a store in a new or empty file, recording its policy, whether it is keyed and
+        whether it commits to values (``commit_values``, SPEC §21: the chain then hashes each
+        value's commitment, so a value can be erased and every proof stays valid)."""
         path = Path(path)
         key = check_key(key) if key is not None else None
         refuse_nonempty(path)
@@ -155,6 +183,8 @@ class Store:
         }
         if key is not None:
             meta["key_check"] = _key_check(key)
+        if commit_values:
+            meta[VALUES] = COMMITTED
         meta.update(store_seals(meta, [(m.version, m.name) for m in MIGRATIONS], key))
         return cls._start(path, key, busy_timeout, lambda db: create_schema(db, path, meta))
 
@@ -202,6 +232,8 @@ class Store:
             db = connect(path, timeout, read_only=read_only)
             held = hold(path)  # never read outside SQLite while this connection is open
             db.execute("PRAGMA synchronous=FULL")
+            if not read_only:  # a deleted (erased) value is overwritten, not left in a free page
+                db.execute("PRAGMA secure_delete=ON")
             setup(db)
             store = cls(db, path, key=key, read_only=read_only)
             store._held = held
@@ -258,6 +290,12 @@ class Store:
     def keyed(self) -> bool:
         """Whether the store says it keeps a keyed chain (verify never relies on this)."""
         return self._meta.get("keyed") == "true"
+
+    @property
+    def committed(self) -> bool:
+        """Whether the store commits to values (``init(commit_values=True)``): its chain hashes
+        commitments, and its values can be erased (SPEC §21)."""
+        return is_committed(self._meta)
 
     @property
     def claims_keyed(self) -> bool:
@@ -333,10 +371,16 @@ class Store:
         with self._snapshot():
             if prev is None:
                 prev = self._head_at(since)
-            sql, args = f"SELECT {READ} FROM events WHERE position > ?", [since]
+            if self.committed:  # the values joined back (the chain covers their commitments)
+                sql, order = f"SELECT {READ_JOINED} {JOINED} WHERE e.position > ?", " ORDER BY e.position"
+                until_sql = " AND e.ts_us <= ?"
+            else:
+                sql, order = f"SELECT {READ} FROM events WHERE position > ?", " ORDER BY position"
+                until_sql = " AND ts_us <= ?"
+            args: list[Any] = [since]
             if until is not None:
-                sql, args = sql + " AND ts_us <= ?", [since, ts_micros(until)]
-            rows = self._query(sql + " ORDER BY position", args).fetchall()
+                sql, args = sql + until_sql, [since, ts_micros(until)]
+            rows = self._query(sql + order, args).fetchall()
         if index is None and since == 0:
             index = MemoryIndex()
         return check_stored(
@@ -353,7 +397,26 @@ class Store:
         return str(row[0])
 
     def export(self) -> Iterator[str]:
-        """The canonical JSON of every event, in order, one string per line (no newline)."""
+        """Every event's JSONL line, in order, one string per line (no newline): its canonical
+        JSON, with a committed value and its salt beside its commitment while they are kept
+        (``gamma.core.events.event_line``; its chain bytes are ``bodies``)."""
+        for line, _ in self.export_pairs():
+            yield line
+
+    def export_pairs(self) -> Iterator[tuple[str, str]]:
+        """Every event's JSONL line and its chain bytes, in order: what a reader that both
+        parses the lines and hashes the log needs (the two differ for a committed value)."""
+        if not self.committed:
+            for body in self.bodies():
+                yield body, body
+            return
+        for body, salt, value in self._query(
+            f"SELECT e.body, v.salt, v.value {JOINED} ORDER BY e.position"
+        ):
+            yield line_of(str(body), salt, value), str(body)
+
+    def bodies(self) -> Iterator[str]:
+        """Every event's chain bytes (what the chain and the Merkle leaves hash), in order."""
         for (body,) in self._query("SELECT body FROM events ORDER BY position"):
             yield str(body)
 
@@ -371,9 +434,13 @@ class Store:
             ("ts_us <= ?", None if until is None else ts_micros(until)),
         ]
         where = [(test, value) for test, value in bounds if value is not None]
-        sql = " AND ".join(["SELECT body FROM events WHERE 1"] + [test for test, _ in where])
-        for (body,) in self._query(sql + " ORDER BY position", [value for _, value in where]):
-            yield str(body)
+        if self.committed:
+            select = f"SELECT e.body, v.salt, v.value {JOINED} WHERE 1"
+        else:
+            select = "SELECT e.body, NULL, NULL FROM events e WHERE 1"
+        sql = " AND ".join([select] + [f"e.{test}" for test, _ in where])
+        for body, salt, value in self._query(sql + " ORDER BY e.position", [v for _, v in where]):
+            yield line_of(str(body), salt, value)
 
     def verify(
         self,
@@ -429,6 +496,11 @@ class Store:
         if is_chain_problem(report.kind):
             return report
         found = self._check_derived()
+        values = ValueCheck()
+        if found is None:
+            found = check_value_rows(self._db, values, committed=self.committed,
+                                     chunk=_VERIFY_CHUNK)
+        report = attrs.evolve(report, erased=values.erased, erase_events=tuple(values.erase_events))
         if found is None:
             return report
         kind, position, event, detail = found
@@ -483,7 +555,7 @@ class Store:
         )
         if now is not None and now.utcoffset() is None:
             raise InputError("now must carry a time zone", field="now")
-        parsed = parse_batch(lines_or_events, self.policy, source)
+        parsed = parse_batch(lines_or_events, self.policy, source, committed=self.committed)
         with write(self._db, self.path):
             tail = read_tail(self._db)
             self._sealed = check_extendable(self._db, self.path, tail, key, checked=self._sealed)
@@ -493,6 +565,8 @@ class Store:
             )
             checked = [(line, event) for line, event, _ in pending]
             validate_log(checked, index=SqlIndex(self._db, tail.ts), source=source)
+            if self.committed:
+                check_values(pending, source)
             rows, head = chain_rows(tail, pending, key)
             # StoredTree and tree_rows are looked up in this module: benchmarks/store.py stubs
             # them out to time an append without the tree
@@ -501,7 +575,88 @@ class Store:
                 compact = StoredTree(self._db, tail.position).compact()
                 grown = tree_rows(compact, (canonical for _, _, canonical in pending))
                 self._db.table("tree").insert_all(iter([["position", "hashes"], *grown]), batch_size=500)
+                if self.committed:
+                    self._store_values(tail.position, pending)
         return AppendResult(appended=len(rows), events=tail.position + len(rows), head=head)
+
+    def _store_values(self, start: int, pending: list[Any]) -> None:
+        """The batch's value rows, and an erase's erasures with the deletion of the values it
+        names (under ``secure_delete``: the freed bytes are overwritten), in its transaction."""
+        values, erasures = value_rows(self._db, start, pending)
+        if values:
+            self._db.conn.executemany(
+                "INSERT INTO event_values (position, salt, value) VALUES (?, ?, ?)", values
+            )
+        if erasures:
+            self._db.conn.executemany(
+                "INSERT INTO erasures (position, fact, erase_position) VALUES (?, ?, ?)", erasures
+            )
+            self._db.conn.executemany("DELETE FROM event_values WHERE position = ?",
+                                      [[row[0]] for row in erasures])
+
+    def erase(
+        self,
+        *,
+        tenant: str,
+        basis: str,
+        actor: str,
+        facts: Iterable[str] | None = None,
+        key: str | None = None,
+        subject: str | None = None,
+        all_of_tenant: bool = False,
+        event_id: str | None = None,
+        now: datetime | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> EraseResult:
+        """Destroy committed values of ``tenant`` for good (SPEC §21): the facts named, every
+        value of ``key``, of data ``subject``, or ``all_of_tenant`` (exactly one), with the
+        legal ``basis``, by ``actor``, who must hold the policy's erasure authority.
+
+        The erase is an event of the log naming each fact and its commitment (never a value);
+        its append deletes the values and their salts, and then the bytes are scrubbed from the
+        file and its WAL (``gamma.storage.erasure``: the steps ``planned``, ``committed``,
+        ``checkpointed`` and ``vacuumed``, ``on_step`` called after each). Heads, tree, every
+        checkpoint and proof of the log stay valid. Erasing twice, a fact that is not the
+        tenant's, or in a plaintext store: an InputError, and nothing is changed.
+        """
+        if self.read_only:
+            raise StoreError(f"{self.path}: the store was opened read-only")
+        step = derived_steps(on_step)
+        if not isinstance(basis, str) or not basis.strip():
+            raise InputError("state the legal basis of the erasure (a non-empty text)", field="basis")
+        check_authority(self.policy, actor)
+        selection = Selection(tenant=tenant, facts=None if facts is None else tuple(facts),
+                              key=key, subject=subject, all_of_tenant=all_of_tenant)
+        with self._snapshot():
+            chosen = select(self._db, selection, committed=self.committed)
+            position = len(self)
+            values = values_of(self._db, (fact for fact, _ in chosen))
+        obj = erase_object(chosen, tenant=tenant, actor=actor, basis=basis, event_id=event_id,
+                           position=position)
+        if self._db.execute("SELECT 1 FROM events WHERE id = ?", [obj["id"]]).fetchone():
+            # refused before the decision log is touched (the append would refuse it after)
+            raise DuplicateIdError(f"event id {obj['id']!r} is already used", field="id")
+        step("planned")
+        timeout = self._busy_timeout()
+        redact_decisions(self.path, erase_event=str(obj["id"]),
+                         facts=[fact for fact, _ in chosen], values=values, busy_timeout=timeout)
+        del values
+        step("redacted")
+        result = self.append([obj], now=now, source="<erase>")
+        step("committed")
+        checkpoint(self._db, self.path, timeout)
+        step("checkpointed")
+        vacuum(self._db, self.path, timeout)
+        step("vacuumed")
+        return EraseResult(erased=tuple(fact for fact, _ in chosen), event=str(obj["id"]),
+                           events=result.events, head=result.head)
+
+    def scrub(self) -> None:
+        """Checkpoint and truncate the WAL and rebuild the file (``gamma.storage.erasure.scrub``):
+        what an erase does after its commit, for a writer to finish one a reader held up."""
+        if self.read_only:
+            raise StoreError(f"{self.path}: the store was opened read-only")
+        scrub(self._db, self.path, self._busy_timeout())
 
     def seal(self, *, expect_policy: str) -> None:
         """Migrate a keyed store from before schema 4 and write its keyed seal (SPEC §9.2).
@@ -526,11 +681,18 @@ class Store:
         with write(self._db, self.path):  # migrated and sealed at once, or neither
             meta, schema = self._read_meta(), schema_rows(self._db)
             if max((v for v, _ in schema), default=0) != LATEST:
-                found = seal_problem(meta, schema, key if KEYED_SEAL in meta else None)
+                keyed_seal = KEYED_SEAL in meta or STORE_KEYED_SEAL in meta
+                found = seal_problem(meta, schema, key if keyed_seal else None)
                 if found is not None:
                     raise IntegrityError(f"{self.path}: refusing to migrate and seal: {found[1]}")
-                migrate(self._db)
+                renewed = STORE_KEYED_SEAL in meta  # checked with the key: renewed for the schema
+                migrate(self._db)  # a later schema renews the plain seal and drops the keyed one
                 meta, schema = self._read_meta(), schema_rows(self._db)
+                if renewed:
+                    value = store_seals(meta, schema, key)[STORE_KEYED_SEAL]
+                    self._db.table("store_meta").insert({"name": STORE_KEYED_SEAL, "value": value})
+                    self._meta = self._read_meta()
+                    return
             if STORE_KEYED_SEAL in meta:
                 found = seal_problem(meta, schema, key)
                 if found is not None:
@@ -549,6 +711,9 @@ class Store:
             self._meta = self._read_meta()
 
     # -- plumbing ------------------------------------------------------------------------
+
+    def _busy_timeout(self) -> float:
+        return float(self._query("PRAGMA busy_timeout").fetchone()[0]) / 1000
 
     def _read_meta(self) -> dict[str, str]:
         return read_meta(self._db, self.path)

@@ -38,10 +38,12 @@ from gamma.core.events import (
 )
 from gamma.core.logcheck import MemoryIndex
 from gamma.core.merkle import CompactRange, leaf_hash
+from gamma.core.model import Assert, Erase
 from gamma.core.policy import Policy
 from gamma.core.strictjson import decode_json
 from gamma.storage._read import check_stored
 from gamma.storage.migrations import ts_micros
+from gamma.storage.values import ERASURE_KINDS
 
 __all__ = [
     "ChainRow",
@@ -59,7 +61,7 @@ __all__ = [
 ]
 
 _CHAIN = frozenset({"edited", "deleted", "inserted", "reordered", "misnumbered"})
-_TAMPERED = _CHAIN | {"invalid", "tree"}
+_TAMPERED = _CHAIN | frozenset(ERASURE_KINDS) | {"invalid", "tree"}
 _POSITION = re.compile(r"position (\d+)")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _Problem = tuple[str, int | None, str | None, str]  # kind, position, event id, detail
@@ -88,6 +90,9 @@ class VerifyReport:
     #: key is the one it was initialised with (None: not known, e.g. a JSONL file)
     store_keyed: bool | None = None
     key_matches: bool | None = None
+    #: committed values (SPEC §21): how many are erased, and the ids of the erase events
+    erased: int = 0
+    erase_events: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -121,12 +126,18 @@ class VerifyReport:
     @property
     def message(self) -> str:
         if self.ok:
-            return f"{self.source}: intact, {self.events} events, head {self.head}"
+            erased = ""
+            if self.erase_events:
+                erased = (f", {self.erased} values erased by {len(self.erase_events)} erase"
+                          f" event{'s' if len(self.erase_events) != 1 else ''}")
+            return f"{self.source}: intact, {self.events} events{erased}, head {self.head}"
         return f"{self.source}: {self.verdict}: {self.detail}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "detail": self.detail,
+            "erase_events": list(self.erase_events),
+            "erased": self.erased,
             "event": self.event,
             "events": self.events,
             "head": self.head,
@@ -585,6 +596,7 @@ def verify_bytes(
     keyed = GENESIS
     expectations = _Expectations(expect_head, expect_prefix)
     count = 0
+    erased, erase_events = 0, []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -592,10 +604,15 @@ def verify_bytes(
         event = event_from_json(obj, policy=_ANY_NAMES, source=source, line=number)
         canonical = canonical_event(event)
         count += 1
+        if isinstance(event, Assert) and event.value is None:
+            erased += 1
+        elif isinstance(event, Erase):
+            erase_events.append(event.id)
         computed = step(computed, canonical)
         if key is not None:
             keyed = keyed_step(key, keyed, canonical)
         expectations.observe(computed.hex(), count, event.id)
     head = computed.hex()
     found = expectations.judge(head, count)
-    return _report(source, found, count, head, keyed.hex() if key is not None else None)
+    report = _report(source, found, count, head, keyed.hex() if key is not None else None)
+    return attrs.evolve(report, erased=erased, erase_events=tuple(erase_events))
