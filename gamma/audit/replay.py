@@ -60,11 +60,11 @@ from gamma.core.errors import (
 )
 from gamma.core.events import canonical_event, parse_actor
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
-from gamma.core.model import Actor, Assert, Erase, Event, heard_by
+from gamma.core.model import Actor, Assert, Event, heard_by
 from gamma.core.policy import Policy
 from gamma.core.render import inert
 from gamma.core.resolution import FORMAT, UNDIGESTED, Resolution
-from gamma.core.resolver import resolve
+from gamma.core.resolver import erasures_of, resolve
 from gamma.core.strictjson import decode_json
 from gamma.core.version import __version__
 from gamma.data import named_policies
@@ -472,7 +472,7 @@ def replay(
         raise ValueTypeError(str(exc), source=source, field="at") from None
     count = record["events"]
     prefix = events[:count] if isinstance(events, tuple) else tuple(events[:count])
-    erasures = _erasures(events[count:])
+    erasures = erasures_of(events[count:], actor.tenant)
     if erasures:  # no cut of the log brings an erased value back (SPEC §21)
         prefix = tuple(
             erased_copy(event) if isinstance(event, Assert) and event.fact in erasures else event
@@ -488,7 +488,7 @@ def replay(
                          tree=tree.head() if whole else None)
     replayed = audit_record(resolution, prefix)
     erased = _erased_outcomes(replayed)
-    named = sorted({erase for fact in erased for erase in erasures.get(fact, ())})
+    named = sorted({erasures[fact] for fact in erased if fact in erasures})
     return ReplayResult(
         events=count,
         available=len(events),
@@ -503,16 +503,6 @@ def replay(
         erased=erased,
         erase_events=tuple(named) or _own_erasures(resolution, erased),
     )
-
-
-def _erasures(events: Sequence[Event]) -> dict[str, tuple[str, ...]]:
-    """Fact -> the erase events among ``events`` naming it."""
-    found: dict[str, list[str]] = {}
-    for event in events:
-        if isinstance(event, Erase):
-            for item in event.erased:
-                found.setdefault(item.fact, []).append(event.id)
-    return {fact: tuple(ids) for fact, ids in found.items()}
 
 
 _DEPENDENCY_CODES = frozenset({"dependency_invalidated", "dependency_restricted"})
