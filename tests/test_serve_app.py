@@ -593,8 +593,11 @@ class TestFailures:
         """Past --timeout: 504; an unexpected error: 500 whose message says nothing."""
         client, service, _ = app
 
+        release, finished = threading.Event(), threading.Event()
+
         def slow(*args: object) -> dict[str, Any]:
-            threading.Event().wait(0.6)
+            release.wait(10)  # held past the 0.3 s limit until the test has seen the 504
+            finished.set()
             return {}
 
         def crash(*args: object) -> dict[str, Any]:
@@ -603,6 +606,8 @@ class TestFailures:
         service.handlers["evaluation"], service.handlers["resolve"] = slow, crash
         late = client.post("/access/v1/evaluation", json=evaluation("F1"))
         assert late.status_code == 504 and late.json()["error"]["code"] == "timeout"
+        release.set()  # the abandoned call ends before the next request is timed
+        assert finished.wait(10)
         crashed = client.post("/v1/resolve", json={})
         assert crashed.status_code == 500
         assert crashed.json() == {"error": {"code": "internal", "message": "internal error"}}
