@@ -435,6 +435,7 @@ def api_calls(world: World) -> dict[str, dict[str, Any]]:
         "explain": {"log": log, "fact": "F1", "actor": actor, "at": AT},
         "score": {"responses": str(EXAMPLES / "responses.jsonl"), "log": log},
         "load_events": {"path": log},
+        "read": {"source": log},
         "parse_events": {"lines": Path(log).read_text(encoding="utf-8").splitlines()},
         "dump_events": {"events": events, "out": io.StringIO()},
         "parse_actor": {"obj": actor},

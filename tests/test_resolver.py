@@ -1372,7 +1372,7 @@ class TestHandBuiltEvents:
     def test_parsed_log_is_not_validated_again(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The reader's output (and its prefixes) go to Γ as they are: no second parse."""
         events = log(A("F1", "k", "v"), A("F2", "k2", "w"))
-        monkeypatch.setattr(handbuilt, "parse_events", None)  # any call would raise TypeError
+        monkeypatch.setattr(handbuilt, "read_lines", None)  # any call would raise TypeError
         assert admitted_ids(resolve(events, actor(), AT)) == ["F1", "F2"]
         assert admitted_ids(resolve(events[:1], actor(), AT)) == ["F1"]
 

@@ -18,16 +18,10 @@ import click
 
 from gamma.core.canonical import parse_ts
 from gamma.core.errors import ActorError, InputError, PolicyError
-from gamma.core.events import (
-    decode_lines,
-    load_events,
-    load_for_resolution,
-    parse_actor,
-    parse_events,
-    read_bounded,
-)
+from gamma.core.events import decode_lines, parse_actor, read_bounded
 from gamma.core.model import Actor, Assert, Event, Grant, Revoke
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
+from gamma.core.reader import read, read_lines
 from gamma.core.strictjson import decode_json
 from gamma.data import POLICY_NAMES, policy_by_name
 
@@ -164,9 +158,7 @@ def read_log(
     if log != STDIN:
         if _is_jsonl_file(log):  # the core reads it: no storage layer, no sqlite-utils loaded
             chosen = policy or DEFAULT_POLICY
-            if resolve_at is not None:
-                return load_for_resolution(log, resolve_at, policy=chosen), chosen
-            return load_events(log, policy=chosen), chosen
+            return read(Path(log), policy=chosen, at=resolve_at), chosen
         from gamma.storage.sources import events_and_policy  # a store (or no such file)
 
         return events_and_policy(log, policy)
@@ -175,7 +167,7 @@ def read_log(
         raise InputError("a store cannot be read from standard input: name its file", source=STDIN_SOURCE)
     chosen = policy or DEFAULT_POLICY
     lines = decode_lines(raw, source=STDIN_SOURCE)
-    return parse_events(lines, policy=chosen, source=STDIN_SOURCE), chosen
+    return read_lines(lines, policy=chosen, name=STDIN_SOURCE), chosen
 
 
 def _is_jsonl_file(path: str) -> bool:

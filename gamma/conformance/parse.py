@@ -34,11 +34,10 @@ from gamma.core.errors import (
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.core.events import event_from_json, load_events, parse_actor
-from gamma.core.logcheck import validate_log
+from gamma.core.events import parse_actor
 from gamma.core.model import Event
-from gamma.core.parsed import ParsedLog
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
+from gamma.core.reader import read, read_objects_log
 from gamma.data import POLICY_NAMES, policy_by_name
 from gamma.scoring.grading import Pool
 
@@ -227,28 +226,18 @@ def _events(
             raise ctx.fail(InputError, f"no such log file {str(target)!r}", "log")
         key = target.resolve()
         if key not in logs:
-            logs[key] = load_events(target, policy=policy)
+            logs[key] = read(target, policy=policy)
         return logs[key], name
     raw = obj["events"]
     if not isinstance(raw, list):
         raise ctx.fail(ValueTypeError, "expected a list of events", "events")
-    parsed: list[tuple[int | None, Event]] = []
-    for index, item in enumerate(raw):
-        where = f"events[{index}]"
-        try:
-            event = event_from_json(item, policy=policy)
-        except InputError as exc:
-            field = where + (f".{exc.field}" if exc.field else "")
-            raise type(exc)(exc.message, source=ctx.source, line=ctx.line_for(where), field=field) from None
-        parsed.append((index, event))
-    try:
-        validate_log(parsed)
+    try:  # each event's errors, then the log's rules: the line of either is the event's index
+        return read_objects_log(raw, policy=policy, first=0), None
     except InputError as exc:
         index = exc.line if exc.line is not None else 0
         where = f"events[{index}]"
         field = where + (f".{exc.field}" if exc.field else "")
         raise type(exc)(exc.message, source=ctx.source, line=ctx.line_for(where), field=field) from None
-    return ParsedLog(event for _, event in parsed), None  # validated as a whole just above
 
 
 def _expect(raw: Any, ctx: _Context) -> Expect:

@@ -36,18 +36,13 @@ from gamma.core.chain import GENESIS, step
 from gamma.core.decisions import Admitted, Excluded, Ignored
 from gamma.core.derived import Derived, Table, TenantIndex, actor_class
 from gamma.core.errors import UnknownReferenceError
-from gamma.core.events import (
-    _with_canonical,
-    batch_objects,
-    canonical_event,
-    event_from_json,
-    normal_actor,
-)
+from gamma.core.events import canonical_event, normal_actor
 from gamma.core.logcheck import MemoryIndex, validate_log
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.model import Actor, Erase, Event
 from gamma.core.phases import conclude
 from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.reader import decode_batch
 from gamma.core.resolution import Resolution
 from gamma.core.resolver import FactRecord, Fold, fold_event, new_fold
 from gamma.core.tenants import TenantFold, due_at
@@ -138,13 +133,7 @@ class EngineState:
 
     def _decode(self, batch: Batch, source: str) -> list[tuple[int | None, Event]]:
         """Each item of the batch as an event, with its line; reads nothing of the state."""
-        parsed: list[tuple[int | None, Event]] = []
-        for number, obj, from_text in batch_objects(batch, source=source):
-            event = event_from_json(obj, policy=self.policy, source=source, line=number)
-            if from_text:  # its canonical text is the decoded object's, made once here
-                event = _with_canonical(event, obj)
-            parsed.append((number, event))
-        return parsed
+        return decode_batch(batch, policy=self.policy, source=source)
 
     def extend(self, events: Sequence[Event], *, heads: Sequence[bytes] | None = None) -> None:
         """Take events already validated against this state, in order.

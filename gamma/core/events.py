@@ -1,11 +1,13 @@
-"""Reading, validating and writing the event log (JSON Lines).
+"""The decoders behind ``gamma.core.reader`` (the one way in), and the event log's writer.
 
-Validation is whole-input and names the culprit: the source, the 1-based physical line and
-the dotted field. Each line comes in one of three ways (``plain``, ``fastpath``, or the
-strict ``strictjson`` decoder and the converter), all giving the same event or the same
-error; the log-level rules (``logcheck``) run once over the whole input. The limits of SPEC §18
-(a line's bytes, a string's bytes) are checked at the door, and a file is read so that no
-line past the limit is ever held whole.
+Nothing but the reader calls the decoding functions here (``tests/test_reader.py`` greps
+the package for it); the old names (``parse_events``, ``load_events``) stay for callers of
+``gamma`` and for the tests. Validation is whole-input and names the culprit: the source,
+the 1-based physical line and the dotted field. Each line comes in one of three ways
+(``plain``, ``fastpath``, or the strict ``strictjson`` decoder and the converter), all
+giving the same event or the same error; the log-level rules (``logcheck``) run once over
+the whole input. The limits of SPEC §18 (a line's bytes, a string's bytes) are checked at
+the door, and a file is read so that no line past the limit is ever held whole.
 """
 
 from __future__ import annotations
@@ -66,16 +68,25 @@ __all__ = [
     "canonical_event",
     "event_line",
     "parse_events",
+    "parse_lines",
     "load_events",
     "load_for_resolution",
+    "load_file",
+    "load_bytes",
     "dump_events",
     "parse_actor",
+    "normal_actor",
     "check_scope",
     "check_line",
     "check_strings",
     "check_derivation",
+    "as_line",
+    "batch_objects",
+    "byte_lines",
+    "decode_lines",
     "read_bounded",
     "unsafe_character",
+    "with_canonical",
     "EMPTY_FILE",
 ]
 
@@ -383,37 +394,43 @@ def batch_objects(
     if isinstance(batch, str):
         batch = batch.split("\n")
     for number, item in enumerate(batch, start=1):
-        if isinstance(item, str):
-            if len(item) > _SHORT:
-                check_line(item, source=source, line=number)
-            if item.strip():
-                yield number, decode_json(item, source=source, line=number), True
-        elif isinstance(item, (Mapping, Event)):
-            yield number, _as_json_object(item, source=source, line=number), True
-        else:
-            raise InputError(
-                f"an event must be a JSON line, an object or an Event, not {type(item).__name__}",
-                source=source, line=number,
-            )
+        if isinstance(item, (bytes, bytearray)) or not isinstance(item, (str, Mapping, Event)):
+            raise _not_an_item(item, source, number)
+        text = as_line(item, source=source, line=number)
+        if len(text) > _SHORT:
+            check_line(text, source=source, line=number)
+        if text.strip():
+            yield number, decode_json(text, source=source, line=number), True
 
 
-def _as_json_object(
-    item: Mapping[str, Any] | Event, *, source: str | None, line: int
-) -> Any:
-    """An object or Event handed in from Python, held to the rules of a JSON line.
+def _not_an_item(item: object, source: str | None, line: int) -> InputError:
+    return InputError(
+        f"an event must be a JSON line, an object or an Event, not {type(item).__name__}",
+        source=source, line=line,
+    )
 
-    Written out and read back by ``decode_json``: what a line cannot hold (an integer past
-    2^53, a float, NaN, a lone surrogate, a value JSON has no form for) is the same input
-    error, naming the field, whichever way the event arrived.
-    """
+
+def as_line(item: str | bytes | Mapping[str, Any] | Event, *, source: str | None, line: int) -> str:
+    """An item of a batch as a JSON line: a line as it is (bytes must be UTF-8), an object or
+    an Event handed in from Python written out, so that it is held to the rules of a JSON
+    line (an integer past 2^53, a float, NaN, a lone surrogate, a value JSON has no form for
+    is the same input error, naming the field, whichever way the event arrived)."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, (bytes, bytearray)):
+        try:
+            return bytes(item).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JSONSyntaxError(
+                f"not UTF-8: {exc.reason} at byte {exc.start}", source=source, line=line
+            ) from None
+    if not isinstance(item, (Mapping, Event)):
+        raise _not_an_item(item, source, line)
     obj = dict(item) if isinstance(item, Mapping) else event_to_json(item)
     try:
-        text = json.dumps(obj, sort_keys=True, separators=(",", ":"))  # \u-escaped: surrogates show
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"))  # \u-escaped: surrogates show
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueTypeError(f"not a JSON event ({exc})", source=source, line=line) from None
-    if len(text) > _SHORT:
-        check_line(text, source=source, line=line)
-    return decode_json(text, source=source, line=line)
 
 
 def canonical_event(event: Event) -> str:
@@ -443,7 +460,7 @@ def event_line(event: Event) -> str:
 _TIMESTAMP_FIELDS = ("ts", "valid_from", "valid_until")
 
 
-def _with_canonical(event: Event, obj: dict[str, Any]) -> Event:
+def with_canonical(event: Event, obj: dict[str, Any]) -> Event:
     """Keep the canonical text of a just-parsed event: its decoded object with UTC timestamps.
 
     Equal to ``canonical_json(event_to_json(event))`` (a property test checks it),
@@ -471,22 +488,22 @@ def parse_events(
     index: LogIndex | None = None,
     source: str | None = None,
 ) -> tuple[Event, ...]:
-    """Parse and validate JSON Lines text (blank lines skipped) into events."""
-    plain_input = isinstance(lines, list | tuple) and _all_plain(lines)
-    return _parse_lines(lines, policy=policy, index=index, source=source, plain_input=plain_input)
+    """Parse and validate JSON Lines text (blank lines skipped) into events (the decoder
+    behind ``gamma.core.reader.read_lines``)."""
+    return parse_lines(lines, policy=policy, index=index, source=source)
 
 
 _PLAIN_CHUNK = 4096  # lines joined for one scan: bounded copies, few calls
 
 
-def _all_plain(lines: Sequence[str]) -> bool:
+def _all_plain(lines: Sequence[str | bytes]) -> bool:
     """Whether every line of a list is plain, scanned a chunk at a time: a few scans in C per
     4,096 lines instead of three calls per line (a tenth of the parse at 100k events), and no
     copy of the whole input. Plainness is a property of each character, so a chunk is plain
     exactly when each of its lines is."""
     for start in range(0, len(lines), _PLAIN_CHUNK):
         try:
-            joined = "".join(lines[start : start + _PLAIN_CHUNK])
+            joined = "".join(lines[start : start + _PLAIN_CHUNK])  # type: ignore[arg-type]
         except TypeError:  # not all text (bytes, off the type): each line is scanned alone
             return False
         if not is_plain(joined):
@@ -494,34 +511,45 @@ def _all_plain(lines: Sequence[str]) -> bool:
     return True
 
 
-def _parse_lines(
+def parse_lines(
     lines: Iterable[str | bytes],
     *,
     policy: Policy,
     index: LogIndex | None,
     source: str | None,
-    plain_input: bool = False,
+    plain_input: bool | None = None,
     resolve_at: datetime | None = None,
+    numbers: Sequence[int] | None = None,
 ) -> tuple[Event, ...]:
     """Each line decoded once (``plain`` for a plain line, else ``fastpath``; the strict path
     for what neither is sure of), then the whole log validated. ``bytes`` lines are known to
-    be UTF-8 (``load_events`` checked), and with ``plain_input`` to be plain as a whole.
+    be UTF-8 (the reader checked), and with ``plain_input`` to be plain as a whole (None: a
+    list or tuple of lines is scanned for it). Lines are numbered from 1, or by ``numbers``
+    (a log's part, whose lines keep the numbers they had in the whole log).
 
-    A whole log (no ``index``) is hashed as it is read, from the canonical bytes at hand: its
-    chain head and tree head ride on the ParsedLog, so that Γ over all of it need not hash
-    every event again to record them and to check a head it is given. A log read for one
-    resolution (``resolve_at``, see ``load_for_resolution``) also records the heads of the
-    prefix heard by then, and its events keep no canonical text."""
+    A whole log (no ``index``, no ``numbers``) is hashed as it is read, from the canonical
+    bytes at hand: its chain head and tree head ride on the ParsedLog, so that Γ over all of
+    it need not hash every event again to record them and to check a head it is given. A log
+    read for one resolution (``resolve_at``) also records the heads of the prefix heard by
+    then (``ParsedLog.heads_of``: Γ asks for them by that prefix's size), and its events keep
+    no canonical text."""
+    if plain_input is None:
+        plain_input = isinstance(lines, list | tuple) and _all_plain(lines)
     events: list[Event] = []
     append = events.append
     lines_of: list[int | None] | None = None  # each event's line, once a blank line shifts them
     chain = GENESIS
     tree = TreeBuilder()
     add_leaf = tree.add
-    hashing = index is None
+    hashing = index is None and numbers is None
     keep_text = resolve_at is None
     cut: tuple[int, tuple[str, TreeHead]] | None = None  # the heads of the prefix heard by then
-    for number, text in enumerate(lines, start=1):
+    numbered: Iterable[tuple[int, str | bytes]] = (
+        enumerate(lines, start=1) if numbers is None else zip(numbers, lines, strict=True)
+    )
+    if numbers is not None:
+        lines_of = []
+    for number, text in numbered:
         long = len(text) > _SHORT
         if long:
             check_line(text, source=source, line=number)
@@ -542,8 +570,8 @@ def _parse_lines(
                     lines_of = list(range(1, len(events) + 1))
                 continue
             obj = decode_json(text, source=source, line=number)
-            event = _with_canonical(event_from_json(obj, policy=policy, source=source,
-                                                    line=number, strings_checked=True), obj)
+            event = with_canonical(event_from_json(obj, policy=policy, source=source,
+                                                   line=number, strings_checked=True), obj)
             data = canonical_event(event).encode("utf-8")
             if not keep_text:
                 object.__setattr__(event, "_canonical", None)
@@ -563,8 +591,10 @@ def _parse_lines(
     log = ParsedLog(events)
     log.found_erases = erases
     del events  # the list (the tuple holds its events), before the heads are built
-    log.heads = (chain.hex(), tree.head())
-    log.cut = cut
+    if hashing:
+        log.heads = (chain.hex(), tree.head())
+        if cut is not None:
+            log.record(cut[0], cut[1])
     return log
 
 
@@ -572,30 +602,45 @@ EMPTY_FILE = "the file is empty (zero bytes): neither a store nor an event log"
 
 
 def load_events(path: str | Path, *, policy: Policy = DEFAULT_POLICY) -> tuple[Event, ...]:
-    """Read and validate a JSONL event log file."""
-    return _load(Path(path), policy, None)
+    """Read and validate a JSONL event log file (``gamma.core.reader.read`` of a path)."""
+    return load_file(path, policy=policy)
 
 
 def load_for_resolution(
     path: str | Path, at: datetime, *, policy: Policy = DEFAULT_POLICY
 ) -> tuple[Event, ...]:
-    """``load_events`` for one resolution at ``at`` (``gamma resolve`` of a file): the log
-    also carries the heads of the prefix heard by ``at``, so Γ hashes nothing, and its events
-    keep no canonical text (a fifth of a large log's memory; ``canonical_event`` would
+    """``load_events`` for one resolution at ``at`` (``gamma.core.reader.read(path, at=at)``):
+    the log also records the heads of the prefix heard by ``at``, so Γ hashes nothing, and its
+    events keep no canonical text (a fifth of a large log's memory; ``canonical_event`` would
     re-serialise one)."""
-    return _load(Path(path), policy, at)
+    return load_file(path, policy=policy, resolve_at=at)
 
 
-def _load(path: Path, policy: Policy, resolve_at: datetime | None) -> tuple[Event, ...]:
+def load_file(
+    path: str | Path,
+    *,
+    policy: Policy,
+    resolve_at: datetime | None = None,
+    source: str | None = None,
+) -> tuple[Event, ...]:
+    """A JSONL log file read whole (no line held past the limit) and decoded."""
+    label = source or str(path)
     try:
-        with path.open("rb") as stream:
-            data = read_bounded(stream, source=str(path))
+        with Path(path).open("rb") as stream:
+            data = read_bounded(stream, source=label)
     except OSError as exc:
-        raise InputError(f"cannot read log: {exc.strerror}", source=str(path)) from None
+        raise InputError(f"cannot read log: {exc.strerror}", source=label) from None
+    return load_bytes(data, policy=policy, source=label, resolve_at=resolve_at)
+
+
+def load_bytes(
+    data: bytes, *, policy: Policy, source: str | None, resolve_at: datetime | None = None
+) -> tuple[Event, ...]:
+    """A log file's bytes, known to be UTF-8 (``read_bounded`` checked), decoded."""
     if not data:
-        raise InputError(EMPTY_FILE, source=str(path))
-    return _parse_lines(
-        _byte_lines(data), policy=policy, index=None, source=str(path), plain_input=is_plain(data),
+        raise InputError(EMPTY_FILE, source=source)
+    return parse_lines(
+        byte_lines(data), policy=policy, index=None, source=source, plain_input=is_plain(data),
         resolve_at=resolve_at,
     )  # fmt: skip
 
@@ -636,7 +681,7 @@ def read_bounded(stream: IO[bytes], *, source: str | None = None) -> bytes:
     return data
 
 
-def _byte_lines(data: bytes) -> Iterator[bytes]:
+def byte_lines(data: bytes) -> Iterator[bytes]:
     """The physical lines of ``data`` one at a time (no list of a million lines at once)."""
     start = 0
     find = data.find

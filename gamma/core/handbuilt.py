@@ -4,9 +4,9 @@ A caller of ``gamma.resolve`` may build ``Assert``/``Retract``… objects by
 hand, or cut and join logs it read. Γ's fold assumes a valid log (every
 reference known, ids unique, ``ts`` in order), so such a sequence is put
 through the very rules the reader applies (SPEC §2): each event is written
-as its canonical JSON and read back by ``parse_events``, which also catches
-what an object can hold and a line cannot (floats, unsafe integers, a naive
-datetime). Errors are InputErrors naming the event (``events[3] (id 'e4')``)
+as its canonical JSON and read back by the reader (``gamma.core.reader.read_lines``),
+which also catches what an object can hold and a line cannot (floats, unsafe integers,
+a naive datetime). Errors are InputErrors naming the event (``events[3] (id 'e4')``)
 and the field. A ``ParsedLog`` (the reader's own output) is returned as it is.
 """
 
@@ -17,10 +17,11 @@ from datetime import datetime
 
 from gamma.core.canonical import canonical_json
 from gamma.core.errors import InputError, ValueTypeError
-from gamma.core.events import event_to_json, parse_events
+from gamma.core.events import event_to_json
 from gamma.core.model import Event
 from gamma.core.parsed import ParsedLog
 from gamma.core.policy import Policy
+from gamma.core.reader import read_lines
 
 __all__ = ["checked_log"]
 
@@ -39,7 +40,7 @@ def checked_log(events: Iterable[Event], policy: Policy) -> tuple[Event, ...]:
     names = [_name(index, event) for index, event in enumerate(items)]
     lines = [_line(event, name) for event, name in zip(items, names, strict=True)]
     try:
-        return parse_events(lines, policy=policy, source="<events>")
+        return read_lines(lines, policy=policy, name="<events>")
     except InputError as exc:
         where = names[exc.line - 1] if exc.line is not None else None
         raise type(exc)(exc.message, source=where, field=exc.field) from None

@@ -1,7 +1,7 @@
 """The mark of a log gamma's own reader validated as a whole.
 
-``parse_events``, ``load_events`` and a store's full read return a
-``ParsedLog``: a tuple that the resolver takes as it is. Any other sequence
+``gamma.core.reader.read`` (and the old ``parse_events``, ``load_events``) and a store's
+full read return a ``ParsedLog``: a tuple that the resolver takes as it is. Any other sequence
 of events was built by hand (or cut from a log) and is validated first
 (``gamma.core.handbuilt``). The check is one ``isinstance``, so the parsed path
 pays nothing for it.
@@ -32,11 +32,24 @@ class ParsedLog(tuple[Event, ...]):
     #: as it read them (no slots: a tuple subclass cannot have them, so this lives in the
     #: instance's dict). A ParsedLog built otherwise has None, and its heads are computed.
     heads: tuple[str, TreeHead] | None = None
-    #: (length, heads) of one shorter prefix the reader also hashed: the prefix heard by the
-    #: time a log was read to be resolved at (``load_for_resolution``), else None.
-    cut: tuple[int, tuple[str, TreeHead]] | None = None
+    #: the heads of shorter prefixes the reader hashed too, by size (``record``)
+    prefix_heads: dict[int, tuple[str, TreeHead]] | None = None
     #: the erase events of the log (issue 30), once found (``erases``)
     found_erases: tuple[Erase, ...] | None = None
+
+    def record(self, size: int, heads: tuple[str, TreeHead]) -> None:
+        """Keep the heads of the prefix of ``size`` events, which the reader hashed as it read
+        (the prefix heard by the time a log was read to be resolved at)."""
+        if self.prefix_heads is None:
+            self.prefix_heads = {}
+        self.prefix_heads[size] = heads
+
+    def heads_of(self, size: int) -> tuple[str, TreeHead] | None:
+        """The (chain head, tree head) of the first ``size`` events, when the reader hashed
+        them (the whole log, or a prefix it recorded), else None: the caller computes them."""
+        if size == len(self):
+            return self.heads
+        return None if self.prefix_heads is None else self.prefix_heads.get(size)
 
     def erases(self) -> tuple[Erase, ...]:
         """The log's erase events, in log order: looked for once (Γ at any ``at`` reads
@@ -54,11 +67,9 @@ class ParsedLog(tuple[Event, ...]):
     def __getitem__(self, index: Any) -> Any:
         got = super().__getitem__(index)
         if isinstance(index, slice) and index.start in (None, 0) and index.step in (None, 1):
-            prefix = ParsedLog(got)
-            if len(prefix) == len(self):
-                prefix.heads = self.heads
-            elif self.cut is not None and self.cut[0] == len(prefix):
-                prefix.heads = self.cut[1]
+            prefix = ParsedLog(got)  # a prefix of a valid log is one
+            if len(prefix) == len(self):  # the same log
+                prefix.heads, prefix.found_erases = self.heads, self.found_erases
             return prefix
         return got
 

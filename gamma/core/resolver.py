@@ -292,7 +292,7 @@ def resolve(
     at = parse_at(at)
     log = checked_log(events, policy)
     prefix = heard_by(log, at)
-    computed = _heads(prefix)
+    computed = _heads(log, prefix)
     for name, given, own in (("head", head, computed[0]), ("tree", tree, computed[1])):
         if given is not None and given != own:
             raise InputError(
@@ -315,11 +315,11 @@ def erasures_of(log: Sequence[Event], tenant: str) -> dict[str, str]:
     }
 
 
-def _heads(prefix: Sequence[Event]) -> tuple[str, TreeHead]:
-    """The chain head and tree head of ``prefix``: the reader's, when it hashed this very log
-    as it read it (a ParsedLog, or its whole-length prefix, carries them), else computed from
-    the events' canonical texts."""
-    known = prefix.heads if isinstance(prefix, ParsedLog) else None
+def _heads(log: Sequence[Event], prefix: Sequence[Event]) -> tuple[str, TreeHead]:
+    """The chain head and tree head of ``prefix`` (of ``log``): the reader's, when it hashed
+    that prefix as it read the log (``ParsedLog.heads_of``: the whole log, or the prefix heard
+    by the time it was read for), else computed from the events' canonical texts."""
+    known = log.heads_of(len(prefix)) if isinstance(log, ParsedLog) else None
     if known is not None:
         return known
     canonical = [canonical_event(event) for event in prefix]
@@ -349,7 +349,7 @@ def resolve_partition(
     log = checked_log(events, policy)
     prefix = heard_by(log, at)
     if head is None or tree is None:
-        own = _heads(prefix)
+        own = _heads(log, prefix)
         head, tree = head or own[0], tree or own[1]
     return _resolve(prefix, actor, at, policy, head, tree, erasures=erasures_of(log, actor.tenant))
 

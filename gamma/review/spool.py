@@ -32,13 +32,13 @@ from gamma.core.errors import (
     LimitError,
     TimestampOrderError,
 )
-from gamma.core.events import EMPTY_FILE, canonical_event, event_from_json, event_line
+from gamma.core.events import EMPTY_FILE, canonical_event, event_line
 from gamma.core.heads import Heads
 from gamma.core.limits import MAX_LINE_BYTES
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.strictjson import decode_json
+from gamma.core.reader import read_line
 from gamma.storage.store import Store, is_store
 
 __all__ = ["Split", "split", "Log", "LogLike", "open_source", "tenant_file"]
@@ -115,8 +115,7 @@ def _from_object(
                      kind if isinstance(kind, str) else None,
                      unique if isinstance(unique, str) else None, text)  # fmt: skip
     except (TypeError, ValueError, KeyError, AttributeError):
-        obj = decode_json(text, source=source, line=line)  # raises the error, or
-        event = event_from_json(obj, policy=policy, source=source, line=line)  # this does
+        event = read_line(text, policy=policy, source=source, line=line)  # raises the error
         return _from_event(event, line)
 
 

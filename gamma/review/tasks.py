@@ -19,13 +19,11 @@ from typing import Any
 import attrs
 
 from gamma.core.canonical import compact_json
-from gamma.core.events import check_names, event_from_json
-from gamma.core.logcheck import validate_log
+from gamma.core.events import check_names
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Event
-from gamma.core.parsed import ParsedLog
 from gamma.core.policy import Policy
-from gamma.core.strictjson import decode_json
+from gamma.core.reader import read_numbered
 from gamma.review.jobs import Partition, review_tenant
 from gamma.review.replays import RecordOutcome, RecordTask, ReplayPartition, replay_tenant
 from gamma.review.spool import tenant_file
@@ -68,20 +66,16 @@ def load(ship: Shipment, policy: Policy) -> tuple[tuple[Event, ...], tuple[int, 
 
     Errors name the log and the line the event had there.
     """
-    data = ship.read()
-    pairs: list[tuple[int | None, Event]] = []
+    numbered: list[tuple[int, str]] = []
     positions: list[int] = []
-    for raw in data.decode("utf-8").split("\n"):
+    for raw in ship.read().decode("utf-8").split("\n"):
         if not raw:
             continue
         position, line, body = raw.split(" ", 2)
-        number = int(line)
-        obj = decode_json(body, source=ship.source, line=number)
-        pairs.append((number, event_from_json(obj, policy=policy, source=ship.source, line=number)))
+        numbered.append((int(line), body))
         positions.append(int(position))
-    validate_log(pairs, source=ship.source)
     # one tenant's events of a valid log are a valid log (references never cross tenants)
-    return ParsedLog(event for _, event in pairs), tuple(positions)
+    return read_numbered(numbered, policy=policy, source=ship.source), tuple(positions)
 
 
 def temp_prefix(name: str, token: str) -> str:

@@ -33,8 +33,9 @@ import orjson
 from gamma.core.canonical import canonical_bytes, canonical_text, parse_at
 from gamma.core.engine import EngineState
 from gamma.core.errors import InputError
-from gamma.core.events import batch_objects, event_from_json, event_line, normal_actor
+from gamma.core.events import event_line, normal_actor
 from gamma.core.model import Assert, Erase, Event, Experience
+from gamma.core.reader import read_object, read_objects
 from gamma.serve.endpoints import request_time
 from gamma.serve.errors import Forbidden
 from gamma.serve.freshness import Token
@@ -321,7 +322,7 @@ def _check_append(
     if not isinstance(items, list):
         return "request.events", items, "not a list of events"
     try:
-        objects = [obj for _, obj, _ in batch_objects(items, source="request.events")]
+        objects = [obj for _, obj in read_objects(items, source="request.events")]
     except InputError as exc:
         return "request.events", "", f"unreadable: {exc}"
     assigned = entry.response.get("assigned")
@@ -344,7 +345,8 @@ def _check_append(
         elif "salt" in merged:
             merged.pop("commitment", None)  # made again from the value written and the salt
         try:
-            written = event_line(event_from_json(merged, policy=state.policy))
+            written = event_line(read_object(merged, policy=state.policy, source=None, line=None,
+                                             keep_text=False))
         except InputError as exc:
             return where, obj, f"unreadable: {exc}"
         if written != stored_text:

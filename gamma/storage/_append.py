@@ -23,10 +23,11 @@ from gamma.core.canonical import compact_json, format_ts
 from gamma.core.chain import GENESIS_HEX, keyed_step, step, step_bytes
 from gamma.core.commitment import new_salt
 from gamma.core.errors import InputError, IntegrityError, StoreError, ValueTypeError
-from gamma.core.events import batch_objects, canonical_event, event_from_json
+from gamma.core.events import canonical_event
 from gamma.core.merkle import leaf_hash
 from gamma.core.model import Assert, Erase, Event, Experience, Migrate
 from gamma.core.policy import Policy
+from gamma.core.reader import read_object, read_objects
 from gamma.storage._opening import read_meta
 from gamma.storage.migrations import LATEST, from_micros, schema_rows, ts_micros
 from gamma.storage.seal import seal_problem
@@ -133,7 +134,7 @@ def parse_batch(
     randomness of gamma, kept with the event); a plaintext store refuses committed values,
     erase and migrate events."""
     parsed = []
-    for number, obj, _ in batch_objects(items, source=source):
+    for number, obj in read_objects(items, source=source):
         if committed and isinstance(obj, dict) and obj.get("type") == "assert" and (
             "value" in obj and "salt" not in obj and "commitment" not in obj
         ):
@@ -141,7 +142,7 @@ def parse_batch(
         unstamped = obj if isinstance(obj, dict) and "ts" not in obj else None
         if unstamped is not None:  # checked now with a stand-in ts, stamped under the lock
             obj = {**obj, "ts": _PLACEHOLDER_TS}
-        event = event_from_json(obj, policy=policy, source=source, line=number)
+        event = read_object(obj, policy=policy, source=source, line=number, keep_text=False)
         if not committed:
             _refuse_committed(event, source, number)
         parsed.append(Parsed(number, event, unstamped))
@@ -214,7 +215,7 @@ def new_events(
             else:
                 ts = clock if floor is None else max(clock, floor)
             stamped = {**unstamped, "ts": format_ts(ts)}
-            event = event_from_json(stamped, policy=policy, source=source, line=line)
+            event = read_object(stamped, policy=policy, source=source, line=line, keep_text=False)
         canonical = canonical_event(event)
         if earlier is not None and _same(earlier, event, canonical):
             continue

@@ -8,18 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import cattrs
 import orjson
 
 from gamma.core.chain import step_bytes
 from gamma.core.commitment import commit
-from gamma.core.convert import converter
 from gamma.core.errors import InputError, IntegrityError
-from gamma.core.fastpath import fast_event
 from gamma.core.logcheck import LogIndex, check_events
 from gamma.core.merkle import TreeBuilder
-from gamma.core.model import EVENT_TYPES, Assert, Event
-from gamma.core.plain import plain_line
+from gamma.core.model import Assert, Event
+from gamma.core.reader import read_stored
 
 __all__ = ["READ", "READ_JOINED", "check_stored"]
 
@@ -109,32 +106,15 @@ def _committed_event(
     if not matches:
         raise broken("its value row does not match its commitment (value_changed)")
     obj["salt"], obj["value"] = salt, given
-    try:
-        cls = EVENT_TYPES[obj.pop("type")]
-        event: Event = converter.structure(obj, cls)
-    except (ValueError, KeyError, TypeError, AttributeError, cattrs.BaseValidationError):
-        raise broken("its body is not an event") from None
-    object.__setattr__(event, "_canonical", body)  # the chain bytes: a cache slot of a new object
+    event = read_stored(body, obj)
+    if event is None:
+        raise broken("its body is not an event")
     return event
 
 
 def _stored_event(body: str, broken: Callable[[str], IntegrityError]) -> Event:
     """The event of a stored canonical body, keeping the body as its canonical text."""
-    plain = plain_line(body, None)  # validated at append: no policy checks again
-    if plain is not None:
-        object.__setattr__(plain[0], "_canonical", body)  # a cache slot of a new object
-        return plain[0]
-    try:
-        obj = orjson.loads(body)
-        fast = fast_event(obj, None)  # the fast structuring; the converter for what it defers
-        if fast is not None:
-            object.__setattr__(fast, "_canonical", body)
-            return fast
-        cls = EVENT_TYPES[obj.pop("type")]
-        event: Event = converter.structure(obj, cls)
-    except (ValueError, KeyError, TypeError, AttributeError, cattrs.BaseValidationError):
-        raise broken("its body is not an event") from None
-    # initialising a cache slot of an object built a moment ago, before anyone else sees it
-    object.__setattr__(event, "_canonical", body)
+    event = read_stored(body)
+    if event is None:
+        raise broken("its body is not an event")
     return event
-

@@ -18,10 +18,11 @@ from typing import Self
 
 from gamma.core.engine import Batch, Decision, EngineState
 from gamma.core.errors import InputError, StoreError
-from gamma.core.events import check_names, load_events
+from gamma.core.events import check_names
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Actor, Event
 from gamma.core.policy import Policy
+from gamma.core.reader import read
 from gamma.core.resolution import Resolution
 from gamma.face import checked
 from gamma.storage.store import AppendResult, EraseResult, Store, is_store
@@ -69,7 +70,7 @@ class Engine:
             raise InputError("no such file", source=str(path))
         if not is_store(path):
             engine = cls(policy)
-            engine._state.extend(load_events(path, policy=engine.policy))
+            engine._state.extend(read(Path(path), policy=engine.policy))
             return engine
         store = Store.open(path, key=key)
         try:

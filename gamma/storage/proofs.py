@@ -22,7 +22,7 @@ from gamma.core import merkle
 from gamma.core.canonical import canonical_json
 from gamma.core.commitment import chain_object
 from gamma.core.errors import GammaError, InputError, IntegrityError, StoreError, ValueTypeError
-from gamma.core.events import canonical_event, load_events
+from gamma.core.events import canonical_event
 from gamma.core.merkle import (
     CompactRange,
     ConsistencyProof,
@@ -33,6 +33,7 @@ from gamma.core.merkle import (
     leaf_hash,
 )
 from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.reader import read
 from gamma.storage.store import Store, is_store
 
 __all__ = [
@@ -80,7 +81,7 @@ def _opened(
     if key is not None:
         raise InputError("a chain key is for a store; a JSONL log keeps no keyed chain",
                          source=str(log), field="key")
-    events = load_events(log, policy=policy or DEFAULT_POLICY)
+    events = read(Path(log), policy=policy or DEFAULT_POLICY)
     ids = {event.id: i for i, event in enumerate(events)}
     yield MemoryTree.of_data(canonical_event(e).encode("utf-8") for e in events), ids.get
 
@@ -239,7 +240,7 @@ def recomputed_heads(
         with Store.open(log, read_only=True) as store:
             lines = list(store.bodies())  # the chain bytes: a committed value's commitment
     else:
-        lines = [canonical_event(e) for e in load_events(log, policy=policy or DEFAULT_POLICY)]
+        lines = [canonical_event(e) for e in read(Path(log), policy=policy or DEFAULT_POLICY)]
     compact = CompactRange()
     at_first = compact.head() if first == 0 else None
     for line in lines:

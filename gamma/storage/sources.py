@@ -11,9 +11,10 @@ from pathlib import Path
 import attrs
 
 from gamma.core.errors import InputError
-from gamma.core.events import check_names, load_events
+from gamma.core.events import check_names
 from gamma.core.model import Event
 from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.reader import read
 from gamma.storage.store import Store, is_store
 from gamma.storage.verify import VerifyReport, verify_file
 
@@ -38,7 +39,7 @@ def open_log(path: str | Path, *, policy: Policy | None = None) -> LoadedLog:
             # the store validated its events against its own policy, not this one
             check_names(events, policy, source=f"{path} (event position)")
         return LoadedLog(events, store_policy)
-    return LoadedLog(load_events(path, policy=policy or DEFAULT_POLICY))
+    return LoadedLog(read(Path(path), policy=policy or DEFAULT_POLICY))
 
 
 def events_and_policy(

@@ -79,7 +79,7 @@ from gamma.conformance.statebench.read import (
 )
 from gamma.core.canonical import compact_json
 from gamma.core.errors import InputError
-from gamma.core.events import read_bounded
+from gamma.core.reader import read_bounded
 
 __all__ = [
     "StatebenchError",
