@@ -22,6 +22,7 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Generic, TypeVar
 
+from gamma.core.context import ContextBody, ContextLines
 from gamma.core.decisions import (
     SUBSTITUTING_CODES,
     Admitted,
@@ -113,6 +114,7 @@ class TenantIndex:
         self.flip_times: list[datetime] = []  # every valid_from and valid_until, sorted,
         self.flip_keys: list[str] = []  # with the key of its fact
         self.named: set[str] = set()  # actor ids some visibility list or grant names
+        self.fact_grants: dict[str, int] = {}  # grants and revokes naming each fact, counted
         self.derivations: set[str] = set()  # the facts stating a derivation
 
     def add(self, event: Event, fold: FoldState, grants_before: int) -> None:
@@ -134,6 +136,8 @@ class TenantIndex:
         elif isinstance(event, Grant | Revoke):
             if event.to_actor is not None:
                 self.named.add(event.to_actor)
+            if event.fact is not None:
+                self.fact_grants[event.fact] = self.fact_grants.get(event.fact, 0) + 1
             for grant in fold.key_grant_events[grants_before:]:
                 self.key_grants[grant[1]].append(grant)
 
@@ -161,6 +165,34 @@ def _next(codes: Codes) -> str | None:
     return None
 
 
+#: A key with more facts than this keeps each fact's own inputs (``Derived.inputs``), so
+#: that a call skips the facts of the key whose own codes cannot have moved.
+LONG_KEY = 8
+
+#: The codes a candidate for precedence may have (any other: it is none).
+_CANDIDATE_CODES = frozenset({"outranked", "overridden", "access_denied"})
+
+
+def _own_inputs(fact: FactRecord, at: datetime, grants: tuple[int, int]) -> tuple[object, ...]:
+    """What a fact's own codes read but its key's candidates for precedence: its record
+    (``_validity``), where ``at`` falls against its validity bounds, and how many grants and
+    revokes name it and its key (``Access``; they only ever grow). The actor's class is fixed
+    for a ``Derived``."""
+    event = fact.event
+    by = fact.superseded_by
+    return (
+        event,
+        fact.erased_by,
+        fact.commit_pos,
+        fact.retracted_by,
+        None if by is None else by.id,
+        fact.superseding_event,
+        event.valid_from is not None and at < event.valid_from,
+        event.valid_until is not None and at >= event.valid_until,
+        grants,
+    )
+
+
 class Derived:
     """The phases' results for one class of actors of one tenant at one ``at``."""
 
@@ -170,10 +202,13 @@ class Derived:
         self.at: datetime | None = None
         self.version = 0  # the tenant's journal position these results reflect
         self.overlay: frozenset[str] = frozenset()  # keys deferred effects touched in the view
+        self.due: frozenset[str] = frozenset()  # the facts whose deferred effects the view ran
         self.done: set[str] = set()
         self.dirty: set[str] = set()
         self.complete = False
         self.own: dict[str, Codes] = {}
+        # per fact of a long key, computed no candidate for precedence: its own inputs then
+        self.inputs: dict[str, tuple[object, ...]] = {}
         self.codes: dict[str, Codes] = {}
         self.origins: dict[str, Origins] = {}
         self.recheck: dict[str, set[str]] = {}
@@ -184,6 +219,7 @@ class Derived:
         self.recheck_inputs: Table[str, tuple[str, tuple[str, ...]]] = Table()
         self.unknown_of: dict[str, bool] = {}
         self.unknown: Table[str, str] = Table()
+        self.context = ContextLines()  # the context block's lines (``context_body``)
         self.key_ignored: dict[str, set[tuple[str, str, str]]] = {}
         # the resolution's ignored entries (the engine adds the fold's, the key-wide grants'
         # come from ``ensure``), how far into the tenant's log of them, the last view's own
@@ -205,6 +241,16 @@ class Derived:
         self.failed: dict[str, Reason] = {}
         self.reads: dict[str, set[str]] = {}
         self.readers: dict[str, set[str]] = defaultdict(set)
+
+    def context_body(self) -> ContextBody:
+        """The context block of the results as they are (every key computed: ``complete``),
+        with the very tuples a resolution of them carries."""
+        return ContextBody(
+            sections=self.context.sections(self.recheck),
+            admitted=self.admitted.values(),
+            recheck_inputs=self.recheck_inputs.values(),
+            known_unknowns=self.unknown.values(),
+        )
 
     def invalidate(self, keys: Iterable[str]) -> None:
         """Those keys' facts may have changed records (or the time or actor moved)."""
@@ -233,7 +279,11 @@ class Derived:
         moved: list[str] = []
         for key in wanted:
             records = [fold.facts[f] for f in index.by_key.get(key, ())]
-            for fact_id, codes in own_codes(records, actor, at, self.policy, access).items():
+            if len(records) <= LONG_KEY:
+                found = own_codes(records, actor, at, self.policy, access)
+            else:
+                found = self._long_key(key, records, actor, at, access)
+            for fact_id, codes in found.items():
                 if self.own.get(fact_id) != codes or fact_id not in self.codes:
                     self.own[fact_id] = codes
                     moved.append(fact_id)
@@ -248,6 +298,29 @@ class Derived:
             self.done.add(key)
             self.dirty.discard(key)
         self._inherit(fold, self._descendants(fold, moved))
+
+    def _long_key(
+        self, key: str, records: list[FactRecord], actor: Actor, at: datetime, access: Access
+    ) -> dict[str, Codes]:
+        """``own_codes`` of a long key's facts but those whose own codes are known: computed
+        no candidate for precedence (a code of their own record or scope) from the inputs
+        they have now. A turn touching a key of a long history recomputes its new and
+        changed facts and its candidates, not the history."""
+        key_grants = len(self.index.key_grants.get(key, ()))
+        fact_grants = self.index.fact_grants
+        inputs = self.inputs
+        now = {f.id: _own_inputs(f, at, (key_grants, fact_grants.get(f.id, 0))) for f in records}
+
+        def unchanged(fact: FactRecord) -> bool:
+            return inputs.get(fact.id) == now[fact.id] and fact.id in self.codes
+
+        found = own_codes(records, actor, at, self.policy, access, unchanged)
+        for fact_id, codes in found.items():
+            if any(code not in _CANDIDATE_CODES for code in codes):
+                inputs[fact_id] = now[fact_id]
+            else:
+                inputs.pop(fact_id, None)
+        return found
 
     def _missing_ancestors(self, fold: FoldState, keys: set[str]) -> set[str]:
         """``keys`` and, transitively, the keys of their facts' dependencies not computed yet
@@ -392,7 +465,10 @@ class Derived:
             self.admitted_ids.add(fact.id)
             self.admitted.set(fact.id, record)
             self.excluded.remove(fact.id)
+            self.context.admit(record)
         else:
+            if fact.id in self.admitted_ids:
+                self.context.drop(fact.id)
             self.admitted_ids.discard(fact.id)
             self.excluded.set(fact.id, record)
             self.admitted.remove(fact.id)
@@ -402,6 +478,8 @@ class Derived:
         if any(r.id not in self.codes for r in records):
             return  # decided when the whole key is
         unknown = known_unknown(records, self.codes, self.policy)
+        if self.unknown_of.get(key) != unknown:
+            self.context.unknown(key, unknown)
         self.unknown_of[key] = unknown
         if unknown:
             self.unknown.set(key, key)

@@ -9,7 +9,10 @@ each step touched (``gamma.core.tenants``). The phases (SPEC §4) are kept too, 
 that class last asked (by appends, by deferred effects, or by moving ``at``
 across a fact's ``valid_from``/``valid_until``), the dependents of the facts
 whose codes moved, and keys never asked before. ``check`` and ``keys=`` compute
-only the keys asked, their dependency ancestors' keys and their grants.
+only the keys asked, their dependency ancestors' keys and their grants. Each class keeps
+its context block's lines too (``gamma.core.context``): a call renders again only the lines
+of the facts whose records it changed, and the resolution carries them, immutable, for
+``render("context")`` to join.
 
 Results are those of the pure ``resolve`` over every event accepted so far,
 byte for byte; an ``at`` that cuts the tenant's events folds that prefix afresh.
@@ -214,20 +217,22 @@ class EngineState:
             return self._part(derived, fold, kept, actor, at, head, frozenset(keys))
         derived.ensure(fold, actor, at)
         derived.judge(fold.experiences)
+        body = derived.context_body()  # the context block kept rendered, joined on render
         return Resolution(
             actor=actor,
             at=at,
             policy=self.policy.digest,
             log=head,
             tree=self._tree_at(at),
-            admitted=derived.admitted.values(),
+            admitted=body.admitted,
             excluded=derived.excluded.values(),
             experiences=derived.verdict_table.values(),
             ignored=self._ignored(derived, fold, kept),
-            known_unknowns=derived.unknown.values(),
-            recheck_inputs=derived.recheck_inputs.values(),
+            known_unknowns=body.known_unknowns,
+            recheck_inputs=body.recheck_inputs,
             positions=kept.positions.values(),
             retract_reasons=kept.retract_reasons.values(),
+            context=body,
         )
 
     def check(
@@ -286,16 +291,17 @@ class EngineState:
             return None
         pending = kept.fold.pending
         if not (pending and pending[0][0] <= at):
-            fold, overlay = kept.fold, frozenset[str]()
+            fold, overlay, due = kept.fold, frozenset[str](), frozenset[str]()
         elif kept.overlay is not None and kept.overlay[:2] == (kept.version, at):
-            _, _, fold, overlay = kept.overlay  # the same view as the last call's
+            _, _, fold, overlay, due = kept.overlay  # the same view as the last call's
         else:
-            fold, overlay = due_at(kept, at)
-            kept.overlay = (kept.version, at, fold, overlay)
-        return kept, fold, self._derived(kept, actor, fold, at, overlay)
+            fold, overlay, due = due_at(kept, at)
+            kept.overlay = (kept.version, at, fold, overlay, due)
+        return kept, fold, self._derived(kept, actor, fold, at, overlay, due)
 
     def _derived(
-        self, kept: TenantFold, actor: Actor, fold: Fold, at: datetime, overlay: frozenset[str]
+        self, kept: TenantFold, actor: Actor, fold: Fold, at: datetime,
+        overlay: frozenset[str], due: frozenset[str],
     ) -> Derived:
         """The results kept for the actor's class, invalidated where the view changed since."""
         name = actor_class(actor, kept.index)
@@ -304,7 +310,11 @@ class EngineState:
         if derived is None or dirty is None or derived.at is None:
             derived = Derived(self.policy, kept.index)
         elif derived.version != kept.version or derived.at != at:  # else the view is the same
-            dirty |= derived.overlay | overlay
+            if derived.at != at or derived.due != due:
+                # the effects run in the view differ: their keys' records may too. The same
+                # effects at the same ``at`` give the same records but where the appends
+                # touched a key, and those keys are in ``dirty`` already
+                dirty |= derived.overlay | overlay
             if derived.at != at:
                 dirty |= kept.index.flipping(derived.at, at)
             derived.invalidate(dirty)
@@ -312,7 +322,7 @@ class EngineState:
         self._classes.move_to_end(name)
         while len(self._classes) > CLASSES_KEPT:
             self._classes.popitem(last=False)
-        derived.version, derived.overlay, derived.at = kept.version, overlay, at
+        derived.version, derived.overlay, derived.due, derived.at = kept.version, overlay, due, at
         derived.take_experiences(fold.experiences)
         return derived
 

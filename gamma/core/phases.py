@@ -144,22 +144,35 @@ def specificity(scope: str) -> int:
 
 
 def own_codes(
-    facts: Sequence[FactRecord], actor: Actor, at: datetime, policy: Policy, access: Access
+    facts: Sequence[FactRecord],
+    actor: Actor,
+    at: datetime,
+    policy: Policy,
+    access: Access,
+    unchanged: Callable[[FactRecord], bool] | None = None,
 ) -> dict[str, Codes]:
     """Phases 1-3 for the facts of one key (in log order): what each fact's own record, its
     key's rivals and its grants decide. Nothing outside the key is read but its grants.
-    ``actor`` is the one ``access`` was made for (it answers the actor's scope and clearance)."""
+    ``actor`` is the one ``access`` was made for (it answers the actor's scope and clearance).
+
+    ``unchanged`` (the engine's) says of a fact that its codes are known: none of its inputs
+    moved since they were computed and it was no candidate for precedence then (so it is
+    none now, and no rival's precedence reads it); such facts are left out of the result."""
     codes: dict[str, Codes] = {}
     candidates = []
+    computed = []
     in_scope = access.in_scope
     for fact in facts:
+        if unchanged is not None and unchanged(fact):
+            continue
+        computed.append(fact)
         found = codes[fact.id] = _validity(fact, at)
         if not in_scope(fact.scope):
             found["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
         if not found:
             candidates.append(fact)
     _precedence(candidates, codes)
-    for fact in facts:
+    for fact in computed:
         named = access.denial(fact, policy)
         if named is not None:
             codes[fact.id]["access_denied"] = Reason("access_denied", named)

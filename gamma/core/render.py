@@ -10,18 +10,21 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from gamma.core.canonical import format_ts
-from gamma.core.decisions import Recomputed
+from gamma.core.decisions import Admitted, Recomputed
 from gamma.core.errors import LimitError, ValueTypeError
 from gamma.core.limits import MAX_CONTEXT_BYTES
 
 if TYPE_CHECKING:  # a type only: resolution imports this module to render itself
     from gamma.core.resolution import Resolution
 
-__all__ = ["render", "render_text", "render_context", "inert", "EXPLANATIONS"]
+__all__ = [
+    "render", "render_text", "render_context", "inert", "EXPLANATIONS", "HEADINGS",
+    "section_of", "context_line", "unknown_line", "context_text",
+]  # fmt: skip
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.:/@#\-]+")
 
@@ -103,45 +106,67 @@ def render_context(resolution: Resolution, *, keys: Iterable[str] | None = None)
     facts and known unknowns of those keys (the block a turn needs). A block past
     MAX_CONTEXT_BYTES is refused, never cut (SPEC §18): a cut block would drop binding facts
     the model must obey without it knowing, so the caller narrows it (``keys``) instead.
+    An engine's resolution carries its sections already rendered (``gamma.core.context``):
+    they are joined, not rendered again, to the same bytes.
     """
     actor = resolution.actor
-    lines = [
+    header = (
         f"# Authorized state for {inert(actor.id)} (tenant {inert(actor.tenant)},"
-        f" scope {inert(actor.scope)}) at {format_ts(resolution.at)}"
-    ]
-    inputs = dict(resolution.recheck_inputs)
+        f" scope {inert(actor.scope)}) at {format_ts(resolution.at)}\n"
+    )
     wanted = None if keys is None else frozenset(keys)
+    kept = resolution._context
+    if kept is not None and kept.rendered(resolution):
+        return _within_limit(header + kept.text(wanted))
+    inputs = dict(resolution.recheck_inputs)
     admitted = [a for a in resolution.admitted if wanted is None or a.key in wanted]
-    ordered = sorted(admitted, key=lambda a: (a.key, a.fact))
-    binding, preferences, recheck = [], [], []
-    for a in ordered:
-        if a.needs_recheck:
-            recheck.append(a)
-        elif a.priority == "hard" and a.kind != "preference":
-            binding.append(a)
-        else:
-            preferences.append(a)
-    unknown = [k for k in resolution.known_unknowns if wanted is None or k in wanted]
+    sections: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for a in sorted(admitted, key=lambda a: (a.key, a.fact)):
+        sections[section_of(a)].append(context_line(a, inputs.get(a.fact, ())))
+    unknown = [unknown_line(k) for k in resolution.known_unknowns if wanted is None or k in wanted]
+    return _within_limit(header + context_text((*sections, unknown)))
 
-    def line(a: object) -> str:
-        text = f"- [{inert(a.fact)}] {inert(a.key)} = {_value(a.value)}"  # type: ignore[attr-defined]
-        if isinstance(a, Recomputed):  # the computed value only: the stale one never shows
-            text += f" ({_computed_from(a)})"
-        return text
 
-    if binding:
-        lines += ["## Binding", *map(line, binding)]
-    if preferences:
-        lines += ["## Preferences", *map(line, preferences)]
-    if recheck:
-        lines.append("## Needs recheck")
-        for a in recheck:
-            changed = ", ".join(inert(f) for f in inputs.get(a.fact, ()))
-            lines.append(f"{line(a)} (an input changed: {changed})")
-    if unknown:
-        lines.append("## Known unknowns")
-        lines += [f"- {inert(key)}: no current value" for key in unknown]
-    block = "\n".join(lines) + "\n"
+#: The context block's section headings, in order: an admitted fact's ``section_of`` indexes
+#: the first three; the known unknowns are the fourth.
+HEADINGS = ("## Binding", "## Preferences", "## Needs recheck", "## Known unknowns")
+
+
+def section_of(a: Admitted) -> int:
+    """The section of the context block an admitted fact is listed in (an index of HEADINGS)."""
+    if a.needs_recheck:
+        return 2
+    return 0 if a.priority == "hard" and a.kind != "preference" else 1
+
+
+def context_line(a: Admitted, inputs: Iterable[str] = ()) -> str:
+    """An admitted fact's line of the context block; ``inputs``: its changed inputs, shown when
+    it needs recheck (the one place a line is rendered, whole or incrementally)."""
+    text = f"- [{inert(a.fact)}] {inert(a.key)} = {_value(a.value)}"
+    if isinstance(a, Recomputed):  # the computed value only: the stale one never shows
+        text += f" ({_computed_from(a)})"
+    if a.needs_recheck:
+        text += f" (an input changed: {', '.join(inert(f) for f in inputs)})"
+    return text
+
+
+def unknown_line(key: str) -> str:
+    """A known unknown's line of the context block."""
+    return f"- {inert(key)}: no current value"
+
+
+def context_text(sections: Sequence[Sequence[str]]) -> str:
+    """The block after its header: each non-empty section's heading and lines (one per line)."""
+    lines: list[str] = []
+    for heading, found in zip(HEADINGS, sections):
+        if found:
+            lines.append(heading)
+            lines += found
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _within_limit(block: str) -> str:
+    """The block, or a LimitError when its UTF-8 is past MAX_CONTEXT_BYTES (SPEC §18)."""
     if len(block) * 4 > MAX_CONTEXT_BYTES:  # else its UTF-8 cannot be past the limit
         size = len(block.encode("utf-8", "surrogatepass"))
         if size > MAX_CONTEXT_BYTES:

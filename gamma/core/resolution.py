@@ -23,6 +23,7 @@ from gamma.core.canonical import (
     canonical_records,
     format_ts,
 )
+from gamma.core.context import ContextBody
 from gamma.core.convert import converter
 from gamma.core.decisions import (
     Admitted,
@@ -111,6 +112,8 @@ class Resolution:
     # for the text report only (not serialised): each fact's log position, retracts' reasons
     positions: tuple[tuple[str, int], ...] = attrs.field(default=(), eq=False, repr=False)
     retract_reasons: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
+    # an engine's resolution: its context block already rendered (immutable), joined on render
+    _context: ContextBody | None = attrs.field(default=None, eq=False, repr=False)
 
     @functools.cached_property
     def digest(self) -> str:

@@ -67,7 +67,11 @@ class TenantFold:
         self._extras: tuple[Fold, frozenset[tuple[str, str, str]]] | None = None
         self.generation = 0
         # the last view with deferred effects run: (version, at, fold, keys the effects touch)
-        self.overlay: tuple[int, datetime, Fold, frozenset[str]] | None = None
+        # and the facts whose effects those are
+        self.overlay: tuple[int, datetime, Fold, frozenset[str], frozenset[str]] | None = None
+        # the fold's facts table and order as copies kept between views (``shadow``), and
+        # the facts the last view put its own records in place of
+        self._shadow: tuple[dict[str, FactRecord], list[FactRecord], list[str]] | None = None
 
     @property
     def version(self) -> int:
@@ -110,6 +114,7 @@ class TenantFold:
             self.events[at] = (pos, fold.facts[item.fact].event)
         self.overlay = None
         self._extras = None
+        self._shadow = None  # its records may hold the destroyed values
 
     def run_due(self, until: datetime) -> None:
         """Run the deferred effects due at or before ``until``, noting the keys they touch."""
@@ -172,6 +177,24 @@ class TenantFold:
             self._extras = (view, frozenset(found))
         return self._extras[1]
 
+    def shadow(self) -> tuple[dict[str, FactRecord], list[FactRecord], list[str]]:
+        """Copies of the fold's facts table and order for a view to put its own records in:
+        kept between views, they get back the records the last view replaced and the facts
+        folded since, so a view costs O(its records + new facts), not O(facts). The last
+        view made on them is spent (the engine keeps one view a tenant)."""
+        fold = self.fold
+        if self._shadow is None:
+            self._shadow = (dict(fold.facts), list(fold.order), [])
+        facts, order, replaced = self._shadow
+        for fact_id in replaced:
+            original = facts[fact_id] = fold.facts[fact_id]
+            order[self.index.order_of[fact_id]] = original
+        replaced.clear()
+        for fact in fold.order[len(order) :]:
+            facts[fact.id] = fact
+            order.append(fact)
+        return self._shadow
+
     def since(self, version: int) -> set[str] | None:
         """The keys touched after ``version``; None when the journal no longer reaches it."""
         if version < self.base:
@@ -179,16 +202,17 @@ class TenantFold:
         return {key for keys in self.journal[version - self.base :] for key in keys}
 
 
-def due_at(kept: TenantFold, at: datetime) -> tuple[Fold, frozenset[str]]:
+def due_at(kept: TenantFold, at: datetime) -> tuple[Fold, frozenset[str], frozenset[str]]:
     """The kept fold with the deferred effects due by ``at`` run, leaving the kept fold as it
-    is, and the keys those effects touch.
+    is, the keys those effects touch and the facts whose effects they are.
 
     Those effects touch only the due facts, their ``supersedes`` targets and
     the live facts of their key and scope: those records (and slot lists) are
     copied before the effects run on them.
     """
     fold = kept.fold
-    due = [fold.facts[fact_id] for fact_id in due_ids(fold.pending, at)]
+    ids = due_ids(fold.pending, at)
+    due = [fold.facts[fact_id] for fact_id in ids]
     touched: dict[str, FactRecord] = {}
     slots = {}
     keys: set[str] = set()
@@ -202,19 +226,20 @@ def due_at(kept: TenantFold, at: datetime) -> tuple[Fold, frozenset[str]]:
         for other in slots[slot]:
             touched[other.id] = other
     view = copy.copy(fold)
-    view.facts = dict(fold.facts)
-    view.order = list(fold.order)
+    view.facts, view.order, replaced = kept.shadow()
     copies = {fact_id: copy.copy(fact) for fact_id, fact in touched.items()}
     for fact_id, fresh in copies.items():
         view.facts[fact_id] = fresh
         view.order[kept.index.order_of[fact_id]] = fresh
-    view.live_by_slot = copy.copy(fold.live_by_slot)
-    for slot, members in slots.items():
-        view.live_by_slot[slot] = [copies[f.id] for f in members]
+        replaced.append(fact_id)
+    # only the due facts' slots are read while their effects run (a supersedes target's
+    # slot is searched for the target's copy, which it does not hold, whether or not it is
+    # here): those slots alone, with the copies
+    view.live_by_slot = defaultdict(list, {s: [copies[f.id] for f in m] for s, m in slots.items()})
     view.pending = list(fold.pending)
     view.ignored = set(fold.ignored)
     view.run_pending(at)
-    return view, frozenset(keys)
+    return view, frozenset(keys), frozenset(ids)
 
 
 def due_ids(pending: list[tuple[datetime, int, str]], until: datetime) -> list[str]:
