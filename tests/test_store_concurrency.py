@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import gamma
 from gamma.core.events import parse_events
 from gamma.storage.store import Store
 
@@ -194,3 +195,29 @@ class TestKilledWriter:
             assert store.verify().ok
             batches = {json.loads(line)["id"].split("-")[0] for line in store.export()}
             assert batches == {f"b{n}" for n in range(count // 200)}
+
+
+class TestRefreshReadsOnlyAfterACommit:
+    """``Engine.refresh`` reads the store only when something was committed to it since its
+    last read: by another connection (SQLite's ``data_version``) or by its own (an append or
+    an erase through the engine), so a server deciding per request skips the read."""
+
+    def test_reads_after_a_commit_and_never_in_between(self, tmp_path: Path) -> None:
+        path = tmp_path / "log.db"
+        line = {"type": "assert", "actor": "a", "tenant": "acme", "key": "k"}
+        with Store.init(path) as store:
+            store.append([json.dumps({**line, "id": "e1", "fact": "F1", "value": 1})])
+        with gamma.Engine.open(path) as engine:
+            store_of = engine._store
+            assert store_of is not None
+            reads = []
+            read = store_of.read
+            store_of.read = lambda **kw: reads.append(kw["since"]) or read(**kw)  # type: ignore[method-assign]
+            assert engine.refresh() == 0 and engine.refresh() == 0 and reads == []
+            with Store.open(path) as other:  # another connection commits
+                other.append([json.dumps({**line, "id": "e2", "fact": "F2", "value": 2})])
+            assert engine.refresh() == 1 and reads == [1]
+            assert engine.refresh() == 0 and reads == [1]
+            engine.append([json.dumps({**line, "id": "e3", "fact": "F3", "value": 3})])
+            assert len(engine) == 3 and reads == [1, 2]  # its own commit, read back once
+            assert engine.refresh() == 0 and reads == [1, 2]

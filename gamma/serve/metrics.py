@@ -36,6 +36,10 @@ class Metrics:
     latency: Histogram
     decisions: Counter
     position: Gauge
+    #: the children of each (route, status) and (endpoint, outcome) seen: routes and outcomes
+    #: are a fixed few (route labels are templates), so these stay small
+    children: dict[tuple[str, int], tuple[Counter, Histogram]] = attrs.field(factory=dict)
+    counted: dict[tuple[str, str], Counter] = attrs.field(factory=dict)
 
     @classmethod
     def new(cls) -> Metrics:
@@ -53,11 +57,21 @@ class Metrics:
         )
 
     def observe(self, route: str, status: int, seconds: float) -> None:
-        self.requests.labels(route=route, status=str(status)).inc()
-        self.latency.labels(route=route).observe(seconds)
+        key = (route, status)
+        children = self.children.get(key)
+        if children is None:  # a series' children looked up once (labels() costs a lock each)
+            children = self.children[key] = (self.requests.labels(route=route, status=str(status)),
+                                             self.latency.labels(route=route))
+        counter, histogram = children
+        counter.inc()
+        histogram.observe(seconds)
 
     def decided(self, endpoint: str, outcome: str) -> None:
-        self.decisions.labels(endpoint=endpoint, outcome=outcome).inc()
+        key = (endpoint, outcome)
+        counter = self.counted.get(key)
+        if counter is None:
+            counter = self.counted[key] = self.decisions.labels(endpoint=endpoint, outcome=outcome)
+        counter.inc()
 
     def render(self) -> bytes:
         """The registry in the Prometheus text format."""

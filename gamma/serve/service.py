@@ -15,9 +15,16 @@ holds it. At-exact views are kept, the last ``EXACT_KEPT`` used.
 
 A decision is recorded in the decision log on the engine thread, after the handler and
 before anything is returned: if the record fails, the caller gets 503 and never the
-decision (fail closed). A write takes the decision log's write lock first, then appends
-to the store, then inserts its row and commits: a write whose row cannot be taken is not
-stored (503), so no write is in force unlogged. Handler refusals (400, 403) are recorded
+decision (fail closed). The engine thread takes every request queued when it looks
+(up to ``GROUP_MAX``), decides them in order and records their rows in one transaction
+(group commit: one lock, one commit for many decisions under load, and one read of the
+store before them); no answer of the group leaves before its commit. A row that cannot be
+encoded fails its own request only, the rest of its group is recorded without it; a lock
+or commit that fails fails the whole group (503). A job that is not a decision (a write,
+a proof, a read of the store) first commits the decisions queued before it. A write
+takes the decision log's write lock first, then appends to the store, then inserts its
+row and commits: a write whose row cannot be taken is not stored (503), so no write is in
+force unlogged. Handler refusals (400, 403) are recorded
 too, with their status, so the log holds every answer the server gave about the
 store; requests that never reached a handler (401, 413, a freshness wait that ran
 out) are not decisions and are not recorded.
@@ -30,12 +37,12 @@ token one worker returned is checked by any other, and after a restart.
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
+import queue
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -67,6 +74,7 @@ from gamma.storage.store import Store, check_key, read_key_file
 
 __all__ = [
     "Answer",
+    "GROUP_MAX",
     "KEY_ENV",
     "NotConfigured",
     "POLL",
@@ -87,6 +95,10 @@ KEY_ENV = "GAMMA_CHAIN_KEY"
 ROOTS_KEPT = 4096
 #: At-exact views kept (least recently used dropped): a cold one is a fold of its prefix.
 EXACT_KEPT = 4
+#: Callers whose actor's JSON form is kept for the decision log's rows.
+ACTORS_KEPT = 4096
+#: Decisions the engine thread takes from its queue at once and records in one commit.
+GROUP_MAX = 64
 
 
 class NotConfigured(ServeError):
@@ -102,6 +114,46 @@ class Answer:
     status: int
     body: dict[str, Any]
     token: Token
+
+
+@attrs.frozen
+class _Job:
+    """Work for the engine thread: ``fn(*args)`` whose result (or error) settles ``future`` on
+    ``loop``; a ``decision`` returns a ``_Decided`` whose row is committed before it settles."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    decision: bool = False
+
+
+@attrs.frozen
+class _Decided:
+    """A decision made on the engine thread, waiting for its row's commit to be answered."""
+
+    answer: Answer
+    entry: DecisionEntry
+    endpoint: str
+    outcome: str
+
+
+#: A request's future, and the value or the error it is settled with.
+Settled = tuple[asyncio.Future[Any], Any, BaseException | None]
+#: A job, and the value or the error its request is answered with.
+Outcome = tuple[_Job, Any, BaseException | None]
+
+
+def _settle(results: list[Settled]) -> None:
+    """On the event loop: hand each waiting request its result or error (a request that
+    timed out meanwhile has no one waiting)."""
+    for future, value, error in results:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
 
 
 def utc_second() -> datetime:
@@ -159,13 +211,17 @@ class Service:
         self.token: Token | None = None
         self._key = key
         self._clock = clock
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gamma-engine")
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self._engine: Engine | None = None
         self._decisions: DecisionLog | None = None
         self._exact: OrderedDict[int, EngineState] = OrderedDict()  # at-exact views, LRU
         self._roots: OrderedDict[int, str] = OrderedDict()
         self._tree_store: Store | None = None  # read-only: the stored Merkle tree
         self._token_key: bytes | None = None  # the decision log's: every worker's tokens
+        self._last_ts: datetime | None = None  # the ts of the last event held (engine thread)
+        self._actors: dict[Caller, dict[str, Any]] = {}  # each caller's actor, unstructured
+        self._formatted: tuple[datetime, str] | None = None  # the last time formatted
 
     @classmethod
     def from_files(
@@ -188,8 +244,106 @@ class Service:
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the engine thread (the only thread that touches the engine)."""
+        return await self._submit(fn, args, decision=False)  # type: ignore[no-any-return]
+
+    def _submit(self, fn: Callable[..., Any], args: tuple[Any, ...], *,
+                decision: bool) -> asyncio.Future[Any]:  # fmt: skip
+        """Queue ``fn(*args)`` for the engine thread (started at the first job); its future."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="gamma-engine", daemon=True)
+            self._thread.start()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+        future = loop.create_future()
+        self._jobs.put(_Job(fn, args, future, loop, decision))
+        return future
+
+    def _serve(self) -> None:
+        """The engine thread: each job in order; the decisions among them committed in groups."""
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            group, stop = [job], False
+            while len(group) < GROUP_MAX:
+                try:
+                    more = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                group.append(more)
+            self._run(group)
+            if stop:
+                return
+
+    def _run(self, group: list[_Job]) -> None:
+        """Run ``group`` in order: decisions are decided over one read of the store and their
+        rows committed together before any of them is answered; any other job first commits
+        the decisions queued before it."""
+        pending: list[tuple[_Job, _Decided]] = []
+        done: list[Outcome] = []
+        read = False
+        for job in group:
+            if job.future.cancelled():  # its request is answered already (504): not decided
+                continue
+            if not job.decision:
+                done += self._commit(pending)
+                pending = []
+            try:
+                if job.decision and not read:
+                    self.refresh()  # once for the group: what other workers appended
+                    read = True
+                value = job.fn(*job.args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the request that asked
+                done.append((job, None, exc))
+                continue
+            if job.decision:
+                pending.append((job, value))
+            else:
+                done.append((job, value, None))
+                read = False  # a write or a wait may have moved the log
+        done += self._commit(pending)
+        by_loop: dict[asyncio.AbstractEventLoop, list[Settled]] = {}
+        for job, value, error in done:
+            by_loop.setdefault(job.loop, []).append((job.future, value, error))
+        for loop, results in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, results)
+            except RuntimeError:  # the loop is closed: no one is waiting any more
+                pass
+
+    def _commit(self, pending: list[tuple[_Job, _Decided]]) -> list[Outcome]:
+        """Record the rows of ``pending`` in one transaction; each job's answer, or its error
+        (DecisionLogError: fail closed). A row that cannot be encoded fails alone: the others
+        are committed without it."""
+        if not pending:
+            return []
+        failed: int | None = None
+        try:
+            log = self._log()
+            with log.writing() as insert:
+                for index, (_, decided) in enumerate(pending):
+                    failed = index
+                    insert(decided.entry)
+                failed = None
+        except (DecisionLogFailure, DecisionLogError) as exc:
+            error = exc
+            if isinstance(exc, DecisionLogFailure):
+                error = DecisionLogError(f"the decision log could not be written, so nothing is"
+                                         f" answered: {exc}")
+                error.__cause__ = exc
+            if failed is None or len(pending) == 1:
+                return [(job, None, error) for job, _ in pending]
+            rest = pending[:failed] + pending[failed + 1:]
+            return [(pending[failed][0], None, error), *self._commit(rest)]
+        except Exception as exc:  # noqa: BLE001 - unforeseen: the group fails (500), never open
+            return [(job, None, exc) for job, _ in pending]
+        out: list[Outcome] = []
+        for job, decided in pending:
+            self.metrics.decided(decided.endpoint, decided.outcome)
+            out.append((job, decided.answer, None))
+        return out
 
     @property
     def started(self) -> bool:
@@ -200,7 +354,10 @@ class Service:
 
     async def stop(self) -> None:
         await self.call(self._close)
-        self._pool.shutdown(wait=True)
+        self._jobs.put(None)
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            await asyncio.get_running_loop().run_in_executor(None, thread.join)
 
     def _open(self) -> None:
         engine = Engine.open(self.store_path, key=self._key)
@@ -260,6 +417,8 @@ class Service:
         while len(self._roots) > ROOTS_KEPT:
             self._roots.popitem(last=False)
         self.token = Token.make(self.token_key, head.size, head.root)
+        last = self.engine.events_since(head.size - 1) if head.size else ()
+        self._last_ts = last[-1].ts if last else None
         self.metrics.position.set(head.size)
 
     def refresh(self) -> int:
@@ -326,15 +485,16 @@ class Service:
     def _view(self, fresh: Token | None, exact: Token | None) -> tuple[View, Token, datetime | None]:
         """The view a request is decided over, its token and its last event's ``ts``
         (engine thread)."""
-        self.refresh()
         engine = self.engine
         if fresh is not None:
             self._check_root(fresh, "Gamma-At-Least-As-Fresh")
         if exact is None or exact.position == len(engine):
             if exact is not None:
                 self._check_root(exact, "Gamma-At-Exact")
-            last = engine.events_since(len(engine) - 1) if len(engine) else ()
-            return engine, Token.of(engine, self.token_key), last[-1].ts if last else None
+            token = self.token  # noted with the engine's head at every read and write
+            if token is None or token.position != len(engine):
+                token = Token.of(engine, self.token_key)
+            return engine, token, self._last_ts
         if exact.position > len(engine):
             raise NotFresh(f"the log has not reached position {exact.position} here")
         self._check_root(exact, "Gamma-At-Exact")
@@ -358,12 +518,16 @@ class Service:
         for token in (fresh, exact):
             if token is not None:
                 await self.reach(token)
-        return await self.call(self._decide, endpoint, caller, body, fresh, exact)
+        answer: Answer = await self._submit(self._decide, (endpoint, caller, body, fresh, exact),
+                                            decision=True)
+        return answer
 
     def _decide(
         self, endpoint: str, caller: Caller, body: Mapping[str, Any],
         fresh: Token | None, exact: Token | None,
-    ) -> Answer:
+    ) -> _Decided:
+        """Decide one request (engine thread, the store read for its group); its row is
+        committed by ``_commit`` before it is answered."""
         view, token, last = self._view(fresh, exact)
         handler = self.handlers[endpoint]
         # never before the view's last event: a revocation stamped within this second (or
@@ -377,8 +541,9 @@ class Service:
         except (InputError, Forbidden) as exc:
             status, response = refusal(exc)
         elapsed = time.perf_counter() - started
-        self._record(endpoint, caller, body, view, token, at, status, response, elapsed)
-        return Answer(status, response, token)
+        entry = self._entry(endpoint, caller, body, view, token, at, status, response, elapsed)
+        return _Decided(Answer(status, response, token), entry, endpoint,
+                        endpoints.outcome(status, response))
 
     async def append(self, caller: Caller, body: Mapping[str, Any]) -> Answer:
         """Append as the caller (``endpoints.append``), recorded before it is returned."""
@@ -392,8 +557,7 @@ class Service:
             with log.writing() as record:
                 self.refresh()  # under the lock: no worker writes between this read and ours
                 engine = self.engine
-                last = engine.events_since(len(engine) - 1) if len(engine) else ()
-                at = self._clock() if not last else max(self._clock(), last[-1].ts)
+                at = self._clock() if self._last_ts is None else max(self._clock(), self._last_ts)
                 started = time.perf_counter()
                 try:
                     status, response = 200, endpoints.append(engine, caller, body, at=at)
@@ -401,7 +565,7 @@ class Service:
                     status, response = refusal(exc)
                 elapsed = time.perf_counter() - started
                 self._note()
-                token = Token.of(engine, self.token_key)
+                token = self.token if self.token is not None else Token.of(engine, self.token_key)
                 record(self._entry("append", caller, body, engine, token, at, status, response,
                                    elapsed))
         except DecisionLogFailure as exc:
@@ -419,29 +583,22 @@ class Service:
         self, endpoint: str, caller: Caller, body: Mapping[str, Any], view: View, token: Token,
         at: datetime, status: int, response: dict[str, Any], elapsed: float,
     ) -> DecisionEntry:
+        actor = self._actors.get(caller)
+        if actor is None:
+            if len(self._actors) >= ACTORS_KEPT:  # a host's verifier may name many callers
+                self._actors.clear()
+            actor = self._actors[caller] = converter.unstructure(caller.actor)
+        if self._formatted is None or self._formatted[0] != at:
+            self._formatted = (at, format_ts(at))
         return DecisionEntry(
-            endpoint=endpoint, caller=caller.name, actor=converter.unstructure(caller.actor),
-            on_behalf=endpoints.on_behalf(view, caller, endpoint, body), at=format_ts(at),
+            endpoint=endpoint, caller=caller.name, actor=dict(actor),
+            on_behalf=endpoints.on_behalf(view, caller, endpoint, body), at=self._formatted[1],
             request=dict(body), position=token.position, root=self._root_at(token.position),
             token=token.encode(),
             policy=view.policy.digest, status=status, response=response,
             reasons=endpoints.reasons(response) if status == 200 else [],
             duration_ms=round(elapsed * 1000, 3), auditor=caller.auditor,
         )
-
-    def _record(
-        self, endpoint: str, caller: Caller, body: Mapping[str, Any], view: View, token: Token,
-        at: datetime, status: int, response: dict[str, Any], elapsed: float,
-    ) -> None:
-        """Write the decision log's row, or fail the request closed (DecisionLogError)."""
-        log = self._log()
-        entry = self._entry(endpoint, caller, body, view, token, at, status, response, elapsed)
-        try:
-            log.record(entry)
-        except DecisionLogFailure as exc:
-            raise DecisionLogError(f"the decision log could not be written, so nothing is"
-                                   f" answered: {exc}") from exc
-        self.metrics.decided(endpoint, endpoints.outcome(status, response))
 
     # -- proofs and checkpoints (auditors only) -----------------------------------------------
 

@@ -58,6 +58,7 @@ class Engine:
         self._state = EngineState(policy)
         self._store: Store | None = None
         self._store_policy: Policy | None = None
+        self._read_at: tuple[int, int] | None = None  # the store's ``changes`` at the last read
 
     @classmethod
     @checked
@@ -172,12 +173,16 @@ class Engine:
         if self._store is None:
             return 0
         with self._state.lock:  # two refreshes must not both take the same new rows
+            changes = self._store.changes()
+            if changes == self._read_at:  # nothing committed since the last read: no read
+                return 0
             since = len(self._state)
             events, heads = self._store.read(since=since, prev=self.head, index=self._state.index)
             if self.policy != self._store_policy:
                 # the store validated these against its own policy, not this one
                 check_names(events, self.policy, source=f"{self._store.path} (event position)")
             self._state.extend(events, heads=heads)
+            self._read_at = changes  # only once taken: a read that failed is tried again
             return len(events)
 
     @checked

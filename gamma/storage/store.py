@@ -356,6 +356,14 @@ class Store:
         log.heads = (heads[-1].hex() if heads else GENESIS_HEX, tree.head())
         return log
 
+    def changes(self) -> tuple[int, int]:
+        """What moves whenever the file is committed to: SQLite's ``data_version`` (another
+        connection's commits) and this connection's own ``total_changes``. A reader that
+        took what was there when they read equal skips its next read (``Engine.refresh``);
+        a commit between this and the read is taken by the read and moves them again."""
+        version = int(self._query("PRAGMA data_version").fetchone()[0])
+        return version, self._db.conn.total_changes
+
     def read(
         self,
         *,
