@@ -56,7 +56,7 @@ __test__ = False
 
 def stages(texts: list[str], lines: list[bytes]) -> dict[str, Callable[[], object]]:
     """Each stage as a function of no arguments over the same lines."""
-    decode, encode, convert = plain._decode, plain._encode, msgspec.convert
+    decode, encode, convert = plain._decode_plain, plain._encode_plain, msgspec.convert
     models = plain._MODEL
     canonical = [encode(decode(line)) for line in lines]  # each event's text, hashed below
 

@@ -9,6 +9,7 @@ reader and its decoders decodes an event: a grep of every module says so.
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import re
@@ -28,7 +29,7 @@ from gamma.core.commitment import commit
 from gamma.core.errors import InputError
 from gamma.core.events import canonical_event, load_events
 from gamma.core.merkle import tree_head_of
-from gamma.core.model import heard_by
+from gamma.core.model import Assert, heard_by
 from gamma.core.parsed import ParsedLog
 from gamma.core.policy import Policy
 from gamma.core.reader import read, read_numbered, read_objects_log
@@ -264,3 +265,91 @@ def test_verify_reads_a_file_with_an_erase(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     report = verify_file(path)
     assert report.ok and report.events == 2 and report.erase_events == ("e2",)
+
+
+def _top_level_names(tree: ast.Module) -> Iterator[tuple[str, ast.stmt]]:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name, node
+        elif isinstance(node, ast.Assign):
+            yield from ((t.id, node) for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            yield node.target.id, node
+
+
+def test_no_object_setattr_outside_the_owning_class() -> None:
+    """Issue 27: a frozen object's slot is written only by a method of its own class, on
+    ``self`` (the events' canonical text through ``keep_canonical``), never by a parser."""
+    root = Path(__file__).resolve().parent.parent / "gamma"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        owned: set[int] = set()  # the calls inside a method of a class, on its self
+        for cls in ast.walk(tree):
+            if isinstance(cls, ast.ClassDef):
+                for method in cls.body:
+                    if isinstance(method, ast.FunctionDef) and method.args.args:
+                        me = method.args.args[0].arg
+                        owned.update(
+                            id(call) for call in ast.walk(method)
+                            if isinstance(call, ast.Call) and call.args
+                            and isinstance(call.args[0], ast.Name) and call.args[0].id == me
+                        )  # fmt: skip
+        for call in ast.walk(tree):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "__setattr__"
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "object"
+                and id(call) not in owned
+            ):
+                found.append(f"{path.relative_to(root.parent)}:{call.lineno}")
+    assert found == []
+
+
+def test_the_ignored_codes_and_the_folds_records_are_named_once() -> None:
+    """Issue 27: each name below is defined in one module of the package, and the ignored
+    codes' strings are bound to a constant once (gamma.core.phases)."""
+    root = Path(__file__).resolve().parent.parent / "gamma"
+    where: dict[str, list[str]] = {}
+    codes: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        module = str(path.relative_to(root.parent))
+        for name, node in _top_level_names(ast.parse(path.read_text(encoding="utf-8"))):
+            where.setdefault(name, []).append(module)
+            value = getattr(node, "value", None)
+            if isinstance(value, ast.Constant) and value.value in (
+                "insufficient_authority", "authority_capped"
+            ):
+                codes.append(f"{module}:{name}")
+    for name in ("FactRecord", "FoldedFact", "Access", "_GrantStream", "_AccessLine"):
+        assert len(where.get(name, [])) == 1, (name, where.get(name))
+    for name in ("_Access", "_Fact", "_INSUFFICIENT", "_CAPPED"):  # the names of before
+        assert not [m for m in where.get(name, []) if m.startswith("gamma/core/")], name
+    assert sorted(codes) == [
+        "gamma/core/phases.py:AUTHORITY_CAPPED",
+        "gamma/core/phases.py:INSUFFICIENT_AUTHORITY",
+    ]
+
+
+def test_keep_canonical_sets_and_clears_the_events_own_cache() -> None:
+    """The cache initialiser: an event read from a spaced line keeps its canonical text;
+    cleared, the text is computed again byte for byte; the event is returned, unchanged in
+    equality (the cache is no field of it)."""
+    line = '{"type": "assert", "id": "e1", "ts": "2026-01-01T00:00:00+00:00", "actor": "a", ' \
+        '"tenant": "t", "fact": "f1", "key": "k", "value": "v\u00e9"}'  # fmt: skip
+    event = read([line])[0]
+    assert isinstance(event, Assert)
+    kept = canonical_event(event)
+    assert kept == json.dumps(
+        {"type": "assert", "id": "e1", "ts": "2026-01-01T00:00:00Z", "actor": "a",
+         "tenant": "t", "fact": "f1", "key": "k", "value": "v\u00e9"},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )  # fmt: skip
+    assert event._canonical == kept  # read once: the reader filled the slot
+    assert event.keep_canonical(None) is event
+    assert event._canonical is None
+    assert canonical_event(event) == kept  # recomputed, the same bytes
+    assert event.keep_canonical("x") is event and canonical_event(event) == "x"
+    assert event == read([line])[0]

@@ -21,7 +21,7 @@ from gamma.core.errors import ActorError, InputError, PolicyError
 from gamma.core.events import decode_lines, parse_actor, read_bounded
 from gamma.core.model import Actor, Assert, Event, Grant, Revoke
 from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
-from gamma.core.reader import read, read_lines
+from gamma.core.reader import STDIN, STDIN_SOURCE, read, read_lines
 from gamma.core.strictjson import decode_json
 from gamma.data import POLICY_NAMES, policy_by_name
 
@@ -53,8 +53,6 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-STDIN = "-"
-STDIN_SOURCE = "<stdin>"
 NOW_ENV = "GAMMA_NOW"
 
 

@@ -43,11 +43,11 @@ from gamma.core.events import canonical_event, normal_actor
 from gamma.core.logcheck import MemoryIndex, validate_log
 from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.model import Actor, Erase, Event
-from gamma.core.phases import conclude
+from gamma.core.phases import FactRecord, conclude
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.reader import decode_batch
 from gamma.core.resolution import Resolution
-from gamma.core.resolver import FactRecord, Fold, fold_event, new_fold
+from gamma.core.resolver import Fold, fold_event, new_fold
 from gamma.core.tenants import TenantFold, due_at
 
 __all__ = ["EngineState", "Batch", "Decision"]

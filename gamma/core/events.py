@@ -222,7 +222,7 @@ def _check_erase(event: Erase, policy: Policy, fail: Any) -> None:
     writer holding the policy's erasure authority."""
     seen: set[str] = set()
     for index, item in enumerate(event.erased):
-        _check_name(item.fact, fail, f"erased[{index}].fact")
+        _check_id_text(item.fact, fail, f"erased[{index}].fact")
         if not is_hex_digest(item.commitment):
             raise fail(ValueTypeError, "expected 64 lowercase hex digits",
                        f"erased[{index}].commitment")
@@ -287,7 +287,7 @@ def check_line(text: str | bytes, *, source: str | None, line: int) -> None:
 _SHORT = MAX_STRING_BYTES // 4
 
 
-def _check_name(value: str, fail: Any, field: str) -> None:
+def _check_id_text(value: str, fail: Any, field: str) -> None:
     if value and value.isprintable():  # the common case, decided without a call
         return
     if not value:
@@ -305,9 +305,9 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
     for name in _NAME_FIELDS[type(event)]:
         value = getattr(event, name)
         if value is not None and isinstance(value, str):
-            _check_name(value, fail, name)
+            _check_id_text(value, fail, name)
     if isinstance(event, Assert) and event.scope is not None:
-        _check_name(event.scope, fail, "scope")
+        _check_id_text(event.scope, fail, "scope")
     if isinstance(event, Assert) and event.visibility is not None:
         for list_name in ("roles", "actors"):
             names = getattr(event.visibility, list_name)
@@ -321,7 +321,7 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
                     f"visibility.{list_name}",
                 )
             for index, item in enumerate(names):
-                _check_name(item, fail, f"visibility.{list_name}[{index}]")
+                _check_id_text(item, fail, f"visibility.{list_name}[{index}]")
     authority = getattr(event, "authority", None)
     if (
         authority is not None
@@ -472,10 +472,7 @@ def with_canonical(event: Event, obj: dict[str, Any]) -> Event:
             body[name] = format_ts(getattr(event, name))
     if "salt" in body:  # a committed assert: its chain form (SPEC §21)
         body = chain_object(body)
-    text = compact_json(body)
-    # initialising a cache slot of an object built a moment ago, before anyone else sees it
-    object.__setattr__(event, "_canonical", text)
-    return event
+    return event.keep_canonical(compact_json(body))
 
 
 # -- the log -----------------------------------------------------------------------------
@@ -556,12 +553,12 @@ def parse_lines(
         plain = plain_line(text, policy, known_plain=plain_input)
         if plain is not None:
             event, data = plain
-            if keep_text:  # a cache slot of an object built a moment ago, before anyone sees it
-                object.__setattr__(event, "_canonical", data.decode("ascii"))
+            if keep_text:
+                event.keep_canonical(data.decode("ascii"))
         elif (fast := fast_line(text, policy)) is not None:
             event, canonical, data = fast
             if keep_text:
-                object.__setattr__(event, "_canonical", canonical)
+                event.keep_canonical(canonical)
         else:
             if isinstance(text, bytes):
                 text = text.decode("utf-8")
@@ -574,7 +571,7 @@ def parse_lines(
                                                    line=number, strings_checked=True), obj)
             data = canonical_event(event).encode("utf-8")
             if not keep_text:
-                object.__setattr__(event, "_canonical", None)
+                event.keep_canonical(None)
         if long:
             check_strings(event, source=source, line=number)
         if resolve_at is not None and cut is None and event.ts > resolve_at:
@@ -770,10 +767,10 @@ def parse_actor(obj: Any, *, policy: Policy = DEFAULT_POLICY, source: str = "<ac
         field, message = first_failure(exc)
         raise fail(ActorError, message, field) from None
     for name in ("id", "tenant"):
-        _check_name(getattr(actor, name), fail, name)
+        _check_id_text(getattr(actor, name), fail, name)
     for index, role in enumerate(actor.roles):
-        _check_name(role, fail, f"roles[{index}]")
-    _check_name(actor.scope, fail, "scope")
+        _check_id_text(role, fail, f"roles[{index}]")
+    _check_id_text(actor.scope, fail, "scope")
     _scope_or_fail(actor.scope, fail, "scope")
     clearance = actor.clearance if actor.clearance is not None else policy.clearance_default
     if not policy.knows_clearance(clearance):

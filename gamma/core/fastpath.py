@@ -17,9 +17,9 @@ the paths to the same events, canonical text and errors on generated valid and m
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from datetime import datetime
+from sys import intern
 from typing import Any
 
 from gamma.core.model import (
@@ -36,14 +36,17 @@ from gamma.core.model import (
     Revoke,
     Visibility,
 )
-from gamma.core.plain import CANONICAL_TS, SCOPE_SYNTAX, sound, typed_line
+from gamma.core.plain import (
+    CANONICAL_TS,
+    MAX_SAFE_INTEGER,
+    SCOPE_SYNTAX,
+    sound,
+    typed_line,
+)
 from gamma.core.policy import Policy
 from gamma.core.stated import derivation_sound
 
 __all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "fast_event", "fast_line", "sound"]
-
-_MAX_SAFE = 2**53 - 1
-_intern = sys.intern
 
 
 class _Defer(Exception):
@@ -70,8 +73,8 @@ _SCOPES: dict[str, str] = {}
 _CACHE_LIMIT = 65536
 
 
-def _name(value: Any) -> str:
-    """A repeated name: printable and non-empty (as ``events._check_name`` wants), interned."""
+def _fast_name(value: Any) -> str:
+    """A repeated name: printable and non-empty (as ``events._check_id_text`` wants), interned."""
     if type(value) is not str:
         raise _Defer
     known = _NAMES.get(value)
@@ -81,7 +84,7 @@ def _name(value: Any) -> str:
         raise _Defer
     if len(_NAMES) >= _CACHE_LIMIT:
         _NAMES.clear()
-    known = _NAMES[value] = _intern(value)
+    known = _NAMES[value] = intern(value)
     return known
 
 
@@ -89,7 +92,7 @@ def _label(value: Any) -> str:
     """A repeated string that is not a name (authority, clearance): interned, unchecked."""
     if type(value) is not str:
         raise _Defer
-    return _intern(value)
+    return intern(value)
 
 
 def _scope(value: Any) -> str:
@@ -103,18 +106,20 @@ def _scope(value: Any) -> str:
         raise _Defer
     if len(_SCOPES) >= _CACHE_LIMIT:
         _SCOPES.clear()
-    known = _SCOPES[value] = _name(value)
+    known = _SCOPES[value] = _fast_name(value)
     return known
 
 
-def _value(value: Any) -> str | int | bool:
+def _fast_value(value: Any) -> str | int | bool:
     kind = type(value)
-    if kind is str or kind is bool or (kind is int and -_MAX_SAFE <= value <= _MAX_SAFE):
+    if kind is str or kind is bool or (
+        kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    ):
         return value  # type: ignore[no-any-return]
     raise _Defer
 
 
-def _names(value: Any) -> tuple[str, ...]:
+def _fast_names(value: Any) -> tuple[str, ...]:
     if type(value) is not list:
         raise _Defer
     for item in value:
@@ -127,7 +132,7 @@ def _listed_names(value: Any) -> tuple[str, ...]:
     """Visibility's roles or actors: a non-empty list of names."""
     if type(value) is not list or not value:
         raise _Defer
-    return tuple([_name(item) for item in value])
+    return tuple([_fast_name(item) for item in value])
 
 
 def _literal(allowed: tuple[str, ...]) -> Callable[[Any], str]:
@@ -144,7 +149,7 @@ def _literal(allowed: tuple[str, ...]) -> Callable[[Any], str]:
 _TS_CACHE: dict[str, datetime] = {}
 
 
-def _ts(value: Any) -> datetime:
+def _fast_ts(value: Any) -> datetime:
     """A timestamp already in canonical UTC form (``...:SSZ`` or ``...:SS.ffffffZ``), built
     as ``canonical.parse_ts`` builds it."""
     if type(value) is not str:
@@ -182,16 +187,20 @@ _VISIBILITY: dict[str, Callable[[Any], Any]] = {
     "clearance": _label,
 }
 
-_ENVELOPE = {"id": _ident, "ts": _ts, "actor": _name, "tenant": _name}
-_ACCESS = {"fact": _ident, "key": _name, "role": _name, "to_actor": _name, "authority": _label}
-_FIELDS: dict[str, tuple[type[Event], dict[str, Callable[[Any], Any]], frozenset[str]]] = {
+_ENVELOPE = {"id": _ident, "ts": _fast_ts, "actor": _fast_name, "tenant": _fast_name}
+_ACCESS_FIELDS = {
+    "fact": _ident, "key": _fast_name, "role": _fast_name, "to_actor": _fast_name,
+    "authority": _label,
+}  # fmt: skip
+_FAST_FIELDS: dict[str, tuple[type[Event], dict[str, Callable[[Any], Any]], frozenset[str]]] = {
     "assert": (
         Assert,
         {
-            **_ENVELOPE, "fact": _ident, "key": _name, "value": _value, "scope": _scope,
+            **_ENVELOPE, "fact": _ident, "key": _fast_name, "value": _fast_value, "scope": _scope,
             "status": _literal(STATUSES), "authority": _label, "kind": _literal(KINDS),
-            "priority": _literal(PRIORITIES), "visibility": _visibility, "valid_from": _ts,
-            "valid_until": _ts, "depends_on": _names, "supersedes": _names, "derivation": _str,
+            "priority": _literal(PRIORITIES), "visibility": _visibility, "valid_from": _fast_ts,
+            "valid_until": _fast_ts, "depends_on": _fast_names, "supersedes": _fast_names,
+            "derivation": _str,
         },
         frozenset({"id", "ts", "actor", "tenant", "fact", "key", "value"}),
     ),
@@ -205,12 +214,12 @@ _FIELDS: dict[str, tuple[type[Event], dict[str, Callable[[Any], Any]], frozenset
         {**_ENVELOPE, "fact": _ident, "authority": _label},
         frozenset({"id", "ts", "actor", "tenant", "fact"}),
     ),
-    "grant": (Grant, {**_ENVELOPE, **_ACCESS}, frozenset({"id", "ts", "actor", "tenant"})),
-    "revoke": (Revoke, {**_ENVELOPE, **_ACCESS}, frozenset({"id", "ts", "actor", "tenant"})),
+    "grant": (Grant, {**_ENVELOPE, **_ACCESS_FIELDS}, frozenset({"id", "ts", "actor", "tenant"})),
+    "revoke": (Revoke, {**_ENVELOPE, **_ACCESS_FIELDS}, frozenset({"id", "ts", "actor", "tenant"})),
     "experience": (
         Experience,
         {
-            **_ENVELOPE, "experience": _ident, "content": _str, "uses": _names,
+            **_ENVELOPE, "experience": _ident, "content": _str, "uses": _fast_names,
             "applicability": _literal(APPLICABILITIES),
         },
         frozenset({"id", "ts", "actor", "tenant", "experience", "content"}),
@@ -228,7 +237,7 @@ def fast_event(obj: Any, policy: Policy | None) -> Event | None:
     kind = obj.get("type")
     if kind == "assert":
         return _assert(obj, policy)
-    spec = _FIELDS.get(kind) if type(kind) is str else None
+    spec = _FAST_FIELDS.get(kind) if type(kind) is str else None
     if spec is None:
         return None
     cls, checks, required = spec
@@ -246,8 +255,8 @@ def fast_event(obj: Any, policy: Policy | None) -> Event | None:
 
 
 _TYPE = frozenset({"type"})
-_ASSERT_FIELDS = frozenset(_FIELDS["assert"][1]) | {"type"}
-_ASSERT_REQUIRED = _FIELDS["assert"][2]
+_ASSERT_FIELDS = frozenset(_FAST_FIELDS["assert"][1]) | {"type"}
+_ASSERT_REQUIRED = _FAST_FIELDS["assert"][2]
 _STATUS = {name: name for name in STATUSES}
 _KIND = {name: name for name in KINDS}
 _PRIORITY = {name: name for name in PRIORITIES}
@@ -268,7 +277,7 @@ def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
         return None
     get = obj.get
     try:
-        actor = _name(obj["actor"])
+        actor = _fast_name(obj["actor"])
         authority = get("authority")
         if authority is not None:
             authority = _label(authority)
@@ -287,21 +296,21 @@ def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
                 return None
         start, end = get("valid_from"), get("valid_until")
         if start is not None:
-            start = _ts(start)
+            start = _fast_ts(start)
         if end is not None:
-            end = _ts(end)
+            end = _fast_ts(end)
             if start is not None and end <= start:
                 return None
         scope, depends_on, supersedes = get("scope"), get("depends_on"), get("supersedes")
         derivation = get("derivation")
         event = Assert(
             id=_ident(obj["id"]),
-            ts=_ts(obj["ts"]),
+            ts=_fast_ts(obj["ts"]),
             actor=actor,
-            tenant=_name(obj["tenant"]),
+            tenant=_fast_name(obj["tenant"]),
             fact=_ident(obj["fact"]),
-            key=_name(obj["key"]),
-            value=_value(obj["value"]),
+            key=_fast_name(obj["key"]),
+            value=_fast_value(obj["value"]),
             scope=None if scope is None else _scope(scope),
             status=_optional(get("status"), _STATUS),
             authority=authority,
@@ -310,8 +319,8 @@ def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
             visibility=visibility,
             valid_from=start,
             valid_until=end,
-            depends_on=None if depends_on is None else _names(depends_on),
-            supersedes=None if supersedes is None else _names(supersedes),
+            depends_on=None if depends_on is None else _fast_names(depends_on),
+            supersedes=None if supersedes is None else _fast_names(supersedes),
             derivation=None if derivation is None else _str(derivation),
         )
     except _Defer:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
 import attrs
 
@@ -66,6 +66,13 @@ class _Envelope:
     # the canonical JSON text, kept when parsed so hashing the log never re-serialises it
     # (set once by the parser; not an init argument, so attrs.evolve never copies stale text)
     _canonical: str | None = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    def keep_canonical(self, text: str | None) -> Self:
+        """The cache initialiser: set (or, with None, clear) the canonical text of an event
+        its parser built a moment ago, before anyone else sees it; the slot is owned here,
+        so no parser reaches past the frozen class to write it. Returns the event."""
+        object.__setattr__(self, "_canonical", text)
+        return self
 
 
 @attrs.frozen(kw_only=True)

@@ -9,13 +9,12 @@ pays nothing for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, SupportsIndex, overload
 
 from gamma.core.merkle import TreeHead
 from gamma.core.model import Erase, Event
 
-__all__ = ["ParsedLog", "tenant_part"]
+__all__ = ["ParsedLog"]
 
 
 class ParsedLog(tuple[Event, ...]):
@@ -72,9 +71,3 @@ class ParsedLog(tuple[Event, ...]):
                 prefix.heads, prefix.found_erases = self.heads, self.found_erases
             return prefix
         return got
-
-
-def tenant_part(log: Iterable[Event], kept: Iterable[Event]) -> tuple[Event, ...]:
-    """One tenant's events taken in order from ``log``: a ParsedLog when ``log`` is one (every
-    reference stays within a tenant, so the part is a valid log), else a plain tuple."""
-    return ParsedLog(kept) if isinstance(log, ParsedLog) else tuple(kept)

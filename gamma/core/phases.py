@@ -43,8 +43,10 @@ from gamma.core.resolution import Resolution
 
 __all__ = [
     "Access",
+    "AUTHORITY_CAPPED",
     "Codes",
     "FactRecord",
+    "INSUFFICIENT_AUTHORITY",
     "FoldState",
     "Origins",
     "conclude",
@@ -62,19 +64,24 @@ Codes = dict[str, Reason]
 """One fact's exclusion codes, each with its reason."""
 Origins = tuple[str | None, str | None]
 """A fact's validity and visibility origins (SPEC §4.4), or None for a group it passes nothing in."""
-Change = tuple[int, bool, str, int]  # (position, is_grant, event id, rank)
+GrantChange = tuple[int, bool, str, int]  # (position, is_grant, event id, rank)
+
+#: The ignored-event codes (SPEC: ``ignored``), named once for the fold, the phases and the
+#: tenants' folds: a grant or revoke written with less authority than its target, and an
+#: explicit claim above the writer's authority, capped.
+INSUFFICIENT_AUTHORITY = "insufficient_authority"
+AUTHORITY_CAPPED = "authority_capped"
 
 HIDDEN = frozenset({"access_denied", "dependency_restricted"})
 #: The codes that make a fact an origin of dependency_invalidated / dependency_restricted.
 _OWN_VALIDITY = VALIDITY_CODES - {"dependency_invalidated"}
 _OWN_VISIBILITY = frozenset({"access_denied", "out_of_scope"})
-_GROUPS = (
+_ORIGIN_GROUPS = (
     (_OWN_VALIDITY, "dependency_invalidated"),
     (_OWN_VISIBILITY, "dependency_restricted"),
 )
-_INSUFFICIENT = "insufficient_authority"
 _NO_ORIGINS: Origins = (None, None)
-_by_fact = operator.attrgetter("fact")
+_fact_of = operator.attrgetter("fact")
 _first = operator.itemgetter(0)
 
 
@@ -107,7 +114,7 @@ class FactRecord(Protocol):
 
 class _Changes(Protocol):
     @property
-    def changes(self) -> Sequence[Change]: ...
+    def changes(self) -> Sequence[GrantChange]: ...
 
 
 class FoldState(Protocol):
@@ -239,7 +246,7 @@ class Access:
         self.fold = fold
         self.actor = actor
         self.grantees = (*(f"role:{role}" for role in actor.roles), f"actor:{actor.id}")
-        self._streams: dict[tuple[str, str, int, bool], list[Change]] = {}
+        self._streams: dict[tuple[str, str, int, bool], list[GrantChange]] = {}
         self._replays: dict[tuple[str, str, int, bool], tuple[bool, tuple[int, str] | None]] = {}
         # a tenant has few scopes and clearance levels: each answered once per actor
         self._scopes: dict[str, bool] = {}
@@ -310,7 +317,7 @@ class Access:
             granted = granted or active
         return granted, None if latest is None else latest[1]
 
-    def _key_stream(self, slot: tuple[str, str, int, bool]) -> list[Change]:
+    def _key_stream(self, slot: tuple[str, str, int, bool]) -> list[GrantChange]:
         if slot not in self._streams:
             key, grantee, rank, restricted = slot
             access = self.fold.key_access.get((key, grantee))
@@ -321,7 +328,7 @@ class Access:
         return self._streams[slot]
 
 
-def _replay(changes: Iterator[Change]) -> tuple[bool, tuple[int, str] | None]:
+def _replay(changes: Iterator[GrantChange]) -> tuple[bool, tuple[int, str] | None]:
     """One grantee's stream in log order: whether it ends granted, and the (position, event)
     of its last change (a grant of what is granted, or a revoke of what is not, changes nothing)."""
     active = False
@@ -365,7 +372,7 @@ def inherit(
         for found, source in zip(direct, origins.get(dep) or _NO_ORIGINS, strict=True):
             if source is not None:
                 found[dep] = source
-    for group, (wanted, code) in enumerate(_GROUPS):
+    for group, (wanted, code) in enumerate(_ORIGIN_GROUPS):
         found = direct[group]
         if not found or (flag and group == 0):
             continue
@@ -467,7 +474,11 @@ def key_access_ignored(
         for rank in range(fact.rank):
             if rank not in above or fact.id < above[rank]:
                 above[rank] = fact.id
-    return {(event_id, _INSUFFICIENT, above[rank]) for event_id, _, rank in grants if rank in above}
+    return {
+        (event_id, INSUFFICIENT_AUTHORITY, above[rank])
+        for event_id, _, rank in grants
+        if rank in above
+    }
 
 
 def known_unknown(
@@ -601,8 +612,8 @@ def conclude(
     for fact in later:  # log order, or dependency order where derivations read (SPEC "Derived
         finish(fact, owns[fact.id])  # values recomputed"): what a fact reads is final before it
     unknown += [key for key, facts in waiting if known_unknown(facts, codes, policy)]
-    admitted.sort(key=_by_fact)
-    excluded.sort(key=_by_fact)
+    admitted.sort(key=_fact_of)
+    excluded.sort(key=_fact_of)
     grants: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
     for grant in fold.key_grant_events:
         grants[grant[1]].append(grant)

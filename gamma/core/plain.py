@@ -32,7 +32,7 @@ pin this way to the strict path's events, canonical text and errors in every enc
 from __future__ import annotations
 
 import re
-import sys
+from sys import intern
 from typing import Annotated, ClassVar, Literal
 
 import msgspec
@@ -50,7 +50,15 @@ from gamma.core.model import (
 from gamma.core.policy import Policy
 from gamma.core.stated import derivation_sound
 
-__all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "is_plain", "plain_line", "sound", "typed_line"]
+__all__ = [
+    "CANONICAL_TS",
+    "MAX_SAFE_INTEGER",
+    "SCOPE_SYNTAX",
+    "is_plain",
+    "plain_line",
+    "sound",
+    "typed_line",
+]
 
 #: A scope: ``global`` or '/'-separated segments (SPEC §2); the strict path uses it too.
 SCOPE_SYNTAX = re.compile(r"[A-Za-z0-9_.:\-]+(?:/[A-Za-z0-9_.:\-]+)*")
@@ -59,7 +67,8 @@ CANONICAL_TS = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.(?!000000)[0-9]{6})?Z"
 )
 
-_MAX_SAFE = 2**53 - 1
+#: The largest integer a value may be: beyond it a JSON number loses precision (SPEC §2).
+MAX_SAFE_INTEGER = 2**53 - 1
 
 # On a plain line every string is printable, so a name (id, actor, key, role, ...) is any
 # non-empty string there.
@@ -70,7 +79,7 @@ _Listed = Annotated[tuple[_Name, ...], Meta(min_length=1)]
 # pattern here: msgspec calls Python's ``re`` for a pattern, which cost half of a decode.
 _Stamp = Annotated[str, Meta(min_length=20, max_length=27)]
 _Scope = Annotated[str, Meta(min_length=1)]
-_Value = str | Annotated[int, Meta(ge=-_MAX_SAFE, le=_MAX_SAFE)] | bool
+_Value = str | Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)] | bool
 
 
 class _Visibility(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
@@ -79,7 +88,7 @@ class _Visibility(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fal
     clearance: str | None = None
 
 
-class _Line(
+class _PlainLine(
     Struct, tag_field="type", forbid_unknown_fields=True, omit_defaults=True, kw_only=True, gc=False
 ):
     id: _Name
@@ -92,7 +101,7 @@ class _Line(
     _canonical: ClassVar[None] = None
 
 
-class _Assert(_Line, tag="assert"):
+class _Assert(_PlainLine, tag="assert"):
     fact: _Name
     key: _Name
     value: _Value
@@ -114,18 +123,18 @@ class _Assert(_Line, tag="assert"):
     commitment: ClassVar[None] = None
 
 
-class _Retract(_Line, tag="retract"):
+class _Retract(_PlainLine, tag="retract"):
     fact: _Name
     authority: str | None = None
     reason: str | None = None
 
 
-class _Promote(_Line, tag="promote"):
+class _Promote(_PlainLine, tag="promote"):
     fact: _Name
     authority: str | None = None
 
 
-class _Access(_Line):
+class _AccessLine(_PlainLine):
     """The fields a grant and a revoke share (exactly one of each pair: ``sound`` checks)."""
 
     fact: _Name | None = None
@@ -135,22 +144,22 @@ class _Access(_Line):
     authority: str | None = None
 
 
-class _Grant(_Access, tag="grant"):
+class _Grant(_AccessLine, tag="grant"):
     pass
 
 
-class _Revoke(_Access, tag="revoke"):
+class _Revoke(_AccessLine, tag="revoke"):
     pass
 
 
-class _Experience(_Line, tag="experience"):
+class _Experience(_PlainLine, tag="experience"):
     experience: _Name
     content: str
     uses: _Names | None = None
     applicability: Literal["applicable", "adaptable", "unusable"] | None = None
 
 
-_MODEL: dict[type[_Line], type[Event]] = {
+_MODEL: dict[type[_PlainLine], type[Event]] = {
     _Assert: Assert,
     _Retract: Retract,
     _Promote: Promote,
@@ -158,11 +167,12 @@ _MODEL: dict[type[_Line], type[Event]] = {
     _Revoke: Revoke,
     _Experience: Experience,
 }
-_decode = msgspec.json.Decoder(_Assert | _Retract | _Promote | _Grant | _Revoke | _Experience).decode
-_encode = msgspec.json.Encoder(order="sorted").encode
+_decode_plain = msgspec.json.Decoder(
+    _Assert | _Retract | _Promote | _Grant | _Revoke | _Experience
+).decode
+_encode_plain = msgspec.json.Encoder(order="sorted").encode
 _convert = msgspec.convert
-_intern = sys.intern
-_Refused = msgspec.DecodeError  # ValidationError is one too
+_NotPlain = msgspec.DecodeError  # ValidationError is one too
 
 
 _STAMP = re.compile(rf"{CANONICAL_TS.pattern}\Z")
@@ -186,29 +196,29 @@ def _scope_of(scope: str) -> str | None:
     if found is None:
         if _SCOPE.match(scope) is None:
             return None
-        found = _intern(scope)
+        found = intern(scope)
         if len(_scopes) < _SCOPES_KEPT:
             _scopes[found] = found
     return found
 
 
-def _model(typed: _Line) -> Event | None:
+def _model(typed: _PlainLine) -> Event | None:
     """The attrs event of a typed line (msgspec parses the timestamps), or None if a timestamp
     or a scope is not canonical. One string object per repeated name: a million events hold a
     few thousand actors, tenants, keys and scopes, not a million copies of each."""
     if not _stamp_ok(typed.ts):
         return None
-    typed.actor = _intern(typed.actor)
-    typed.tenant = _intern(typed.tenant)
+    typed.actor = intern(typed.actor)
+    typed.tenant = intern(typed.tenant)
     if type(typed) is _Assert:
-        typed.key = _intern(typed.key)
+        typed.key = intern(typed.key)
         if typed.scope is not None:
             scope = _scope_of(typed.scope)
             if scope is None:
                 return None
             typed.scope = scope
         if typed.authority is not None:
-            typed.authority = _intern(typed.authority)
+            typed.authority = intern(typed.authority)
         for stamp in (typed.valid_from, typed.valid_until):
             if stamp is not None and not _stamp_ok(stamp):
                 return None
@@ -220,8 +230,8 @@ def _model(typed: _Line) -> Event | None:
     return event
 
 
-def _names_printable(typed: _Line) -> bool:
-    """Every name of a typed line is printable, as ``events._check_name`` wants it at once
+def _names_printable(typed: _PlainLine) -> bool:
+    """Every name of a typed line is printable, as ``events._check_id_text`` wants it at once
     (a name it would look at twice, to refuse or to let pass, is the strict path's). A scope
     needs no look: its grammar is ASCII."""
     if not (typed.id.isprintable() and typed.actor.isprintable() and typed.tenant.isprintable()):
@@ -235,7 +245,7 @@ def _names_printable(typed: _Line) -> bool:
                 name.isprintable() for names in (seen.roles, seen.actors) if names for name in names
             ))
         )  # fmt: skip
-    if isinstance(typed, _Access):
+    if isinstance(typed, _AccessLine):
         return all(
             name is None or name.isprintable()
             for name in (typed.fact, typed.key, typed.role, typed.to_actor)
@@ -246,27 +256,27 @@ def _names_printable(typed: _Line) -> bool:
     return typed.fact.isprintable()
 
 
-def _decoded(line: str | bytes) -> tuple[_Line, bytes] | None:
+def _decoded(line: str | bytes) -> tuple[_PlainLine, bytes] | None:
     """A line's typed struct and its canonical bytes, or None: not JSON, a type refused, a key
     written twice, a null."""
     try:
-        typed = _decode(line)
-    except (_Refused, RecursionError):  # skipping a deep value to find the tag: the strict
+        typed = _decode_plain(line)
+    except (_NotPlain, RecursionError):  # skipping a deep value to find the tag: the strict
         return None  # path's depth check names it (SPEC §18)
     except UnicodeEncodeError:  # a str holding a lone surrogate: the strict path names it
         return None
-    data = _encode(typed)
+    data = _encode_plain(typed)
     colons = line.count(":") if isinstance(line, str) else line.count(b":")
     if colons != data.count(b":"):
         return None  # a repeated key or a null: more keys written than encoded
     return typed, data
 
 
-def _checked(typed: _Line, policy: Policy | None) -> Event | None:
+def _checked(typed: _PlainLine, policy: Policy | None) -> Event | None:
     """The event of a typed line whose names are known printable, if every rule holds."""
     try:
         event = _model(typed)
-    except _Refused:
+    except _NotPlain:
         return None  # a timestamp of a day that does not exist
     if event is None:
         return None

@@ -32,7 +32,7 @@ __all__ = [
     "MAX_WRITERS",
 ]
 
-_SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
+_POLICY_SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "authority": {"ladder": list, "default": str, "writer_default": str, "over_claim": str},
     "clearance": {"ladder": list, "default": str},
     "supersession": {"same_key": bool},
@@ -59,7 +59,7 @@ def _skew_problem(value: object) -> str | None:
     """What is wrong with a clock skew, or None: past the range an append's clock arithmetic
     would overflow."""
     if type(value) is not int or not 0 <= value <= MAX_CLOCK_SKEW:
-        return f"expected a number of seconds from 0 to {MAX_CLOCK_SKEW}, got {_shown(value)}"
+        return f"expected a number of seconds from 0 to {MAX_CLOCK_SKEW}, got {_brief(value)}"
     return None
 
 
@@ -114,7 +114,7 @@ class Policy:
         )
         object.__setattr__(self, "_writer_cache", {})
         if self.erasure_authority is not None and self.erasure_authority not in self._authority_rank:
-            raise PolicyError(f"unknown authority level {_shown(self.erasure_authority)}",
+            raise PolicyError(f"unknown authority level {_brief(self.erasure_authority)}",
                               field="erasure.authority")
         object.__setattr__(self, "digest", digest_of(self.to_dict()))
 
@@ -264,23 +264,23 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
         if table == "writers":
             for key, value in entries.items():
                 if not isinstance(value, str):
-                    raise fail(f"expected an authority level, got {_shown(value)}", table, key)
+                    raise fail(f"expected an authority level, got {_brief(value)}", table, key)
                 if not key or "*" in key[:-1] or _bad_name(key):
                     raise fail(
-                        f"invalid writer {_shown(key)}: an actor id, or a prefix ending in '*'"
+                        f"invalid writer {_brief(key)}: an actor id, or a prefix ending in '*'"
                         f" ({_NAME_RULE})",
                         table, key,
                     )
                 writers[key] = value
             continue
-        if table not in _SCHEMA:
+        if table not in _POLICY_SCHEMA:
             raise fail(f"unknown table [{table}]", table)
         for key, value in entries.items():
-            expected = _SCHEMA[table].get(key)
+            expected = _POLICY_SCHEMA[table].get(key)
             if expected is None:
-                raise fail(f"unknown key {_shown(key)}", table, key)
+                raise fail(f"unknown key {_brief(key)}", table, key)
             if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
-                raise fail(f"expected {_type_name(expected)}, got {_shown(value)}", table, key)
+                raise fail(f"expected {_type_name(expected)}, got {_brief(value)}", table, key)
             values[f"{table}.{key}"] = value
 
     base = DEFAULT_POLICY
@@ -295,31 +295,31 @@ def _from_data(data: dict[str, Any], *, source: str, text: str) -> Policy:
         if default not in ladder:
             written = f"{table}.default" in values
             message = (
-                f"unknown {table} level {_shown(default)}"
+                f"unknown {table} level {_brief(default)}"
                 if written
-                else f"the ladder lacks the built-in default {_shown(default)}: set {table}.default"
+                else f"the ladder lacks the built-in default {_brief(default)}: set {table}.default"
             )
             raise fail(message, table, "default" if written else "ladder")
     for key, level in writers.items():
         if level not in authority_ladder:
-            raise fail(f"unknown authority level {_shown(level)}", "writers", key)
+            raise fail(f"unknown authority level {_brief(level)}", "writers", key)
     writer_default = values.get("authority.writer_default")
     if writer_default is not None and writer_default not in authority_ladder:
-        raise fail(f"unknown authority level {_shown(writer_default)}", "authority", "writer_default")
+        raise fail(f"unknown authority level {_brief(writer_default)}", "authority", "writer_default")
     over_claim = values.get("authority.over_claim", "cap")
     if over_claim not in ("cap", "refuse"):
-        raise fail(f"expected 'cap' or 'refuse', got {_shown(over_claim)}", "authority", "over_claim")
+        raise fail(f"expected 'cap' or 'refuse', got {_brief(over_claim)}", "authority", "over_claim")
     skew = values.get("store.clock_skew_seconds", DEFAULT_CLOCK_SKEW)
     problem = _skew_problem(skew)
     if problem is not None:  # said here too, so that the error names the policy's file
         raise fail(problem, "store", "clock_skew_seconds")
     erasure = values.get("erasure.authority")
     if erasure is not None and erasure not in authority_ladder:
-        raise fail(f"unknown authority level {_shown(erasure)}", "erasure", "authority")
+        raise fail(f"unknown authority level {_brief(erasure)}", "erasure", "authority")
     mode = values.get("dependencies.mode", base.dependency_mode)
     if mode not in ("exclude", "flag", "recompute"):
         raise fail(
-            f"expected 'exclude', 'flag' or 'recompute', got {_shown(mode)}", "dependencies", "mode"
+            f"expected 'exclude', 'flag' or 'recompute', got {_brief(mode)}", "dependencies", "mode"
         )
     return Policy(
         authority_ladder=authority_ladder,
@@ -346,7 +346,7 @@ def _ladder(value: Any, default: tuple[str, ...], fail: Any, table: str) -> tupl
         raise fail(f"a ladder has at most {MAX_LEVELS} levels, got {len(value)}", table, "ladder")
     for item in value:
         if not isinstance(item, str) or not item or _bad_name(item):
-            raise fail(f"ladder levels must be {_NAME_RULE}, got {_shown(item)}", table, "ladder")
+            raise fail(f"ladder levels must be {_NAME_RULE}, got {_brief(item)}", table, "ladder")
     if len(set(value)) != len(value):
         raise fail("a ladder lists a level twice", table, "ladder")
     return tuple(value)
@@ -362,7 +362,7 @@ def _bad_name(name: str) -> bool:
     )
 
 
-def _shown(value: Any) -> str:
+def _brief(value: Any) -> str:
     """A value for an error message, at most 80 characters: a nested table or list is named,
     never walked (a TOML file can nest dotted keys thousands deep)."""
     if isinstance(value, dict):

@@ -109,7 +109,7 @@ def read(
     file is; an iterable is a batch, and may be empty.
     """
     if isinstance(source, StoredLog):
-        return _stored(source, policy, name)
+        return _from_store(source, policy, name)
     chosen = policy or DEFAULT_POLICY
     if isinstance(source, str) and source == STDIN:
         return _bytes(read_bounded(sys.stdin.buffer, source=name or STDIN_SOURCE),
@@ -161,7 +161,7 @@ def _stream_name(stream: IO[Any]) -> str | None:
     return label if isinstance(label, str) else None
 
 
-def _stored(store: StoredLog, policy: Policy | None, name: str | None) -> ParsedLog:
+def _from_store(store: StoredLog, policy: Policy | None, name: str | None) -> ParsedLog:
     """A store's events, validated when appended under its policy: held to another policy's
     ladders when one is given (positions 1-based)."""
     events = store.events()
@@ -280,6 +280,4 @@ def read_stored(body: str, joined: dict[str, Any] | None = None) -> Event | None
             event = converter.structure(joined, EVENT_TYPES[joined.pop("type")])
     except (ValueError, KeyError, TypeError, AttributeError, cattrs.BaseValidationError):
         return None
-    # initialising a cache slot of an object built a moment ago, before anyone else sees it
-    object.__setattr__(event, "_canonical", body)
-    return event
+    return event.keep_canonical(body)

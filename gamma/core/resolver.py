@@ -47,12 +47,18 @@ from gamma.core.model import (
     heard_by,
 )
 from gamma.core.parsed import ParsedLog
-from gamma.core.phases import conclude, scope_contains, specificity
+from gamma.core.phases import (
+    AUTHORITY_CAPPED,
+    INSUFFICIENT_AUTHORITY,
+    conclude,
+    scope_contains,
+    specificity,
+)
 from gamma.core.policy import DEFAULT_POLICY, Policy
 from gamma.core.resolution import Resolution
 
 __all__ = [
-    "FactRecord",
+    "FoldedFact",
     "Fold",
     "erasures_of",
     "fold_event",
@@ -63,13 +69,10 @@ __all__ = [
     "specificity",
 ]
 
-_INSUFFICIENT = "insufficient_authority"
-_CAPPED = "authority_capped"
-
 
 @attrs.define
-class _Fact:
-    """Mutable working record of one fact during the fold (the engine reads it as ``FactRecord``)."""
+class FoldedFact:
+    """Mutable working record of one fact during the fold (the phases read it as ``FactRecord``)."""
 
     event: Assert
     rank: int
@@ -79,7 +82,7 @@ class _Fact:
     commit_event: str | None = None
     retracted_by: str | None = None
     retract_reason: str | None = None
-    superseded_by: _Fact | None = None
+    superseded_by: FoldedFact | None = None
     superseding_event: str | None = None
     # the erase event naming the fact anywhere in the log, or the assert's own id when its
     # value is gone and no erase is in the log (a cut before it); None: not erased
@@ -91,7 +94,7 @@ class _Fact:
 
 
 @attrs.define
-class _Access:
+class _GrantStream:
     """Grant and revoke events about one target, in log order: (pos, is_grant, event id, rank)."""
 
     changes: list[tuple[int, bool, str, int]] = attrs.Factory(list)
@@ -103,15 +106,15 @@ class _Fold:
     def __init__(self, actor: Actor, policy: Policy) -> None:
         self.actor = actor
         self.policy = policy
-        self.facts: dict[str, _Fact] = {}
-        self.order: list[_Fact] = []
+        self.facts: dict[str, FoldedFact] = {}
+        self.order: list[FoldedFact] = []
         self.experiences: list[Experience] = []
         self.positions: dict[str, int] = {}  # fact -> log position of its assert (for text)
         self.ignored: set[tuple[str, str, str]] = set()
-        self.live_by_slot: dict[tuple[str, str], list[_Fact]] = defaultdict(list)
+        self.live_by_slot: dict[tuple[str, str], list[FoldedFact]] = defaultdict(list)
         self.pending: list[tuple[datetime, int, str]] = []
-        self.fact_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
-        self.key_access: dict[tuple[str, str], _Access] = defaultdict(_Access)
+        self.fact_access: dict[tuple[str, str], _GrantStream] = defaultdict(_GrantStream)
+        self.key_access: dict[tuple[str, str], _GrantStream] = defaultdict(_GrantStream)
         self.key_grant_events: list[tuple[str, str, int]] = []
         self._ranks: dict[tuple[str | None, str], tuple[int, bool]] = {}
         # fact -> the erase event naming it, over the whole log given (not only the prefix
@@ -133,11 +136,11 @@ class _Fold:
         if known[1]:
             target = event.fact if event.fact is not None else event.key
             assert target is not None
-            self.ignored.add((event.id, _CAPPED, target))
+            self.ignored.add((event.id, AUTHORITY_CAPPED, target))
         return known[0]
 
     def on_assert(self, pos: int, event: Assert) -> None:
-        fact = _Fact(event, self.rank(event), event.scope or "global", event.fact)
+        fact = FoldedFact(event, self.rank(event), event.scope or "global", event.fact)
         if self.erasures or event.value is None:
             fact.erased_by = self.erasures.get(fact.id) or (event.id if event.value is None else None)
         self.facts[fact.id] = fact
@@ -149,7 +152,7 @@ class _Fold:
     def on_retract(self, pos: int, event: Retract) -> None:
         fact = self.facts[event.fact]
         if self.rank(event) < fact.rank:
-            self.ignored.add((event.id, _INSUFFICIENT, fact.id))
+            self.ignored.add((event.id, INSUFFICIENT_AUTHORITY, fact.id))
         elif fact.retracted_by is None:
             fact.retracted_by = event.id
             fact.retract_reason = event.reason
@@ -158,7 +161,7 @@ class _Fold:
     def on_promote(self, pos: int, event: Promote) -> None:
         fact = self.facts[event.fact]
         if self.rank(event) < fact.rank:
-            self.ignored.add((event.id, _INSUFFICIENT, fact.id))
+            self.ignored.add((event.id, INSUFFICIENT_AUTHORITY, fact.id))
         elif fact.commit_pos is None:
             self.commit(fact, pos, event.id, event.ts)
 
@@ -168,7 +171,7 @@ class _Fold:
         change = (pos, isinstance(event, Grant), event.id, rank)
         if event.fact is not None:
             if rank < self.facts[event.fact].rank:
-                self.ignored.add((event.id, _INSUFFICIENT, event.fact))
+                self.ignored.add((event.id, INSUFFICIENT_AUTHORITY, event.fact))
                 return
             self.fact_access[(event.fact, grantee)].changes.append(change)
         else:
@@ -193,7 +196,7 @@ class _Fold:
 
     # -- commits, effects and supersession ---------------------------------------------
 
-    def commit(self, fact: _Fact, pos: int, event_id: str, ts: datetime) -> None:
+    def commit(self, fact: FoldedFact, pos: int, event_id: str, ts: datetime) -> None:
         fact.commit_pos = pos
         fact.commit_event = event_id
         slot = self.live_by_slot[(fact.event.key, fact.scope)] if fact.live else None
@@ -211,7 +214,7 @@ class _Fold:
             _, _, fact_id = heapq.heappop(self.pending)
             self.take_effect(self.facts[fact_id])
 
-    def take_effect(self, fact: _Fact, slot: list[_Fact] | None = None) -> None:
+    def take_effect(self, fact: FoldedFact, slot: list[FoldedFact] | None = None) -> None:
         """``slot``: the fact's list in ``live_by_slot``, when the caller holds it (a lookup
         in a table of every key and scope costs, at a million events)."""
         if not fact.live:
@@ -223,7 +226,7 @@ class _Fold:
                 if rank >= target.rank:
                     self.supersede(target, fact)
                 else:
-                    self.ignored.add((fact.event.id, _INSUFFICIENT, target_id))
+                    self.ignored.add((fact.event.id, INSUFFICIENT_AUTHORITY, target_id))
         if self.policy.same_key:
             at = fact.commit_pos
             assert at is not None
@@ -240,14 +243,16 @@ class _Fold:
                 ):
                     self.supersede(other, fact, slot)
 
-    def supersede(self, old: _Fact, new: _Fact, slot: list[_Fact] | None = None) -> None:
+    def supersede(
+        self, old: FoldedFact, new: FoldedFact, slot: list[FoldedFact] | None = None
+    ) -> None:
         if not old.live:
             return
         old.superseded_by = new
         old.superseding_event = new.commit_event
         self._unslot(old, slot)
 
-    def _unslot(self, fact: _Fact, slot: list[_Fact] | None = None) -> None:
+    def _unslot(self, fact: FoldedFact, slot: list[FoldedFact] | None = None) -> None:
         if slot is None:
             slot = self.live_by_slot.get((fact.event.key, fact.scope)) or []
         for index, other in enumerate(slot):
@@ -340,8 +345,8 @@ def resolve_partition(
     For a caller that split a log by tenant in one pass and hashed the whole of it
     (``gamma.review``): Γ sees only the actor's tenant, so its resolution equals the whole
     log's, but the part cannot prove the whole log's heads; the caller vouches for them.
-    The part is validated like any log unless it keeps the reader's mark
-    (``gamma.core.parsed.tenant_part``). A head left None is the part's own.
+    The part is validated like any log unless it keeps the reader's mark (a ``ParsedLog``
+    of the part: every reference stays within a tenant). A head left None is the part's own.
     """
     policy = policy or DEFAULT_POLICY
     actor = normal_actor(actor, policy)
@@ -377,12 +382,11 @@ def _resolve(
 # The engine keeps one fold per tenant and advances it event by event. It uses only
 # these names: ``Fold`` (its ``facts``, ``order``, ``positions``, ``ignored``,
 # ``experiences``, ``pending``, ``live_by_slot``, ``fact_access``, ``key_access``,
-# ``key_grant_events`` and ``erasures``; ``run_pending``), ``FactRecord``, ``new_fold`` and
+# ``key_grant_events`` and ``erasures``; ``run_pending``), ``FoldedFact``, ``new_fold`` and
 # ``fold_event``; the phases it runs are gamma.core.phases. A change to these is a change to
 # the engine.
 
 Fold = _Fold
-FactRecord = _Fact
 
 
 def new_fold(tenant: str, policy: Policy, erasures: dict[str, str] | None = None) -> _Fold:

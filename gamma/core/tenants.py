@@ -16,16 +16,14 @@ from datetime import datetime
 
 from gamma.core.derived import Table, TenantIndex
 from gamma.core.model import Assert, Erase, Event, Grant, Promote, Retract, Revoke
+from gamma.core.phases import AUTHORITY_CAPPED, INSUFFICIENT_AUTHORITY
 from gamma.core.policy import Policy
-from gamma.core.resolver import FactRecord, Fold, fold_event, new_fold
+from gamma.core.resolver import Fold, FoldedFact, fold_event, new_fold
 
 __all__ = ["JOURNAL_KEPT", "TenantFold", "due_at", "due_ids", "effect_keys", "touched"]
 
 #: How many steps of a tenant's journal are kept; a class further behind starts afresh.
 JOURNAL_KEPT = 4096
-
-_INSUFFICIENT = "insufficient_authority"
-_CAPPED = "authority_capped"
 
 
 def effect_keys(fold: Fold, fact_id: str) -> set[str]:
@@ -71,7 +69,7 @@ class TenantFold:
         self.overlay: tuple[int, datetime, Fold, frozenset[str], frozenset[str]] | None = None
         # the fold's facts table and order as copies kept between views (``shadow``), and
         # the facts the last view put its own records in place of
-        self._shadow: tuple[dict[str, FactRecord], list[FactRecord], list[str]] | None = None
+        self._shadow: tuple[dict[str, FoldedFact], list[FoldedFact], list[str]] | None = None
 
     @property
     def version(self) -> int:
@@ -134,7 +132,7 @@ class TenantFold:
         """Log the ignored entries an event (or its effect) added: they name its id (or the
         committed assert's) and one of its targets. Should the fold add others, ``_check_log``
         makes the log again from the fold's set."""
-        for code in (_INSUFFICIENT, _CAPPED):
+        for code in (INSUFFICIENT_AUTHORITY, AUTHORITY_CAPPED):
             for target in targets:
                 entry = (event_id, code, target or "")
                 if target is not None and entry in self.fold.ignored and entry not in self.logged:
@@ -169,7 +167,7 @@ class TenantFold:
                 for fact_id in due_ids(self.fold.pending, self.overlay[1]):
                     event = self.fold.facts[fact_id].event
                     for target in event.supersedes or ():
-                        entry = (event.id, _INSUFFICIENT, target)
+                        entry = (event.id, INSUFFICIENT_AUTHORITY, target)
                         if entry in view.ignored and entry not in self.fold.ignored:
                             found.add(entry)
             if len(found) != len(view.ignored) - len(self.fold.ignored):
@@ -177,7 +175,7 @@ class TenantFold:
             self._extras = (view, frozenset(found))
         return self._extras[1]
 
-    def shadow(self) -> tuple[dict[str, FactRecord], list[FactRecord], list[str]]:
+    def shadow(self) -> tuple[dict[str, FoldedFact], list[FoldedFact], list[str]]:
         """Copies of the fold's facts table and order for a view to put its own records in:
         kept between views, they get back the records the last view replaced and the facts
         folded since, so a view costs O(its records + new facts), not O(facts). The last
@@ -213,7 +211,7 @@ def due_at(kept: TenantFold, at: datetime) -> tuple[Fold, frozenset[str], frozen
     fold = kept.fold
     ids = due_ids(fold.pending, at)
     due = [fold.facts[fact_id] for fact_id in ids]
-    touched: dict[str, FactRecord] = {}
+    touched: dict[str, FoldedFact] = {}
     slots = {}
     keys: set[str] = set()
     for fact in due:
