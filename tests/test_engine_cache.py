@@ -9,8 +9,10 @@ again, each answer compared with ``gamma.resolve`` over the events so far.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from helpers import A, G, R, stamp
 from hypothesis import given
 from hypothesis import strategies as st
@@ -158,3 +160,56 @@ def test_resolve_reuses_the_kept_results(monkeypatch: Any) -> None:
     got = engine.resolve(who, AT)
     assert seen == [2]  # the two facts of k7
     assert got.excluded_fact("F7") is not None and got.admitted_fact("F99") is not None
+
+
+def test_a_check_after_a_dependency_changed_equals_pure() -> None:
+    """A check of a key whose dependency's key was touched since (a computed, untouched key
+    is not walked for ancestors) gives the pure path's decision, along a chain of keys."""
+    events = stamp([
+        A("F1", "k1", "a"), A("F2", "k2", "b", depends_on=["F1"]), A("F3", "k3", "c", depends_on=["F2"]),
+        A("F4", "k4", "d", depends_on=["F3"]), R("F1"),
+    ])
+    engine = EngineState()
+    who = {"id": "ann", "tenant": "acme"}
+    engine.append(events[:3])
+    assert isinstance(engine.check(who, AT, ["F2"])["F2"], gamma.Admitted)  # k1, k2 computed
+    engine.append(events[3:])  # a new key over the computed chain, and its root retracted
+    for asked in (["F4"], ["F3"], ["F2", "F4"]):
+        expected = _decided(_pure(events, gamma.Policy(), who, AT))
+        got = engine.check(who, AT, asked)
+        assert got == {f: expected[f] for f in asked}
+        assert isinstance(got[asked[-1]], gamma.Excluded)
+
+
+def test_the_ancestor_walk_skips_computed_untouched_keys() -> None:
+    """The walk for a check does not read the facts of a computed key no append touched
+    (its dependencies' keys are computed), only those of the touched and new keys."""
+    chain = [A("F0", "k0", 0), *(A(f"F{i}", f"k{i}", i, depends_on=[f"F{i - 1}"]) for i in range(1, 6))]
+    events = stamp([*chain, A("F9", "k9", "x"), A("F10", "k9", "y")])
+    engine = EngineState()
+    who = {"id": "ann", "tenant": "acme"}
+    engine.append(events[:7])
+    engine.check(who, AT, ["F5", "F9"])
+    engine.append(events[7:])  # touches k9 only
+    actor, at = engine._normalise(who, AT)
+    view = engine._view(actor, at)
+    assert view is not None
+    _, fold, derived = view
+    assert derived.dirty == {"k9"}
+    no_facts = SimpleNamespace(facts={})  # a walk into k5's facts would raise KeyError
+    assert derived._missing_ancestors(no_facts, {"k5"}) == {"k5"}  # type: ignore[arg-type]
+    assert derived._missing_ancestors(fold, {"k5", "k9"}) == {"k5", "k9"}
+    expected = _decided(_pure(events, gamma.Policy(), who, AT))
+    assert engine.check(who, AT, ["F5", "F10"]) == {f: expected[f] for f in ("F5", "F10")}
+
+
+def test_engine_state_answers_as_the_checked_methods() -> None:
+    """``Engine.state`` (what ``gamma serve`` calls, past the argument checks) answers as the
+    engine's public methods, which still check their arguments."""
+    engine = gamma.Engine()
+    engine.append(stamp([A("F1", "k1", "a"), A("F2", "k2", "b", depends_on=["F1"]), R("F1")]))
+    who = {"id": "ann", "tenant": "acme"}
+    assert engine.state.check(who, AT, ["F2", "F1"]) == engine.check(who, AT, ["F2", "F1"])
+    assert engine.state.resolve(who, AT).to_json() == engine.resolve(who, AT).to_json()
+    with pytest.raises(TypeError, match="facts must be"):
+        engine.check(who, AT, "F1")  # type: ignore[arg-type]

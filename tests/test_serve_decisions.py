@@ -268,6 +268,37 @@ class TestDecisionLog:
             holder.close()
         assert ran == []
 
+    @pytest.mark.parametrize("fmt", ["1", "2"])
+    def test_rows_of_one_block_chain_on_the_tail_read_once(self, tmp_path: Path, fmt: str) -> None:
+        """Within one ``writing`` block the tail (seq, hash) is read by the first insert and
+        carried to the next; a block after another writer's row chains on that row."""
+        path = tmp_path / "log.decisions"
+        if fmt == "1":
+            format_1(path)
+        with DecisionLog.open(path) as log, DecisionLog.open(path) as other:
+            real = log._conn
+            tails: list[str] = []
+
+            class Counting:
+                def execute(self, sql: str, *args: Any) -> Any:
+                    if sql.startswith("SELECT seq, hash FROM decisions"):
+                        tails.append(sql)
+                    return real.execute(sql, *args)
+
+            log._conn = Counting()  # type: ignore[assignment]
+            with log.writing() as insert:
+                assert [insert(entry(n)) for n in range(5)] == [1, 2, 3, 4, 5]
+            assert len(tails) == 1
+            assert other.record(entry(6)) == 6
+            with log.writing() as insert:
+                assert [insert(entry(n)) for n in (7, 8)] == [7, 8]
+            log._conn = real  # type: ignore[assignment]
+            assert len(tails) == 2
+            report = log.verify()
+            assert report.ok and report.seq == 8
+            if fmt == "2":
+                assert format_2_chain(path) == report.head
+
     def test_an_empty_log_verifies(self, tmp_path: Path) -> None:
         with DecisionLog.open(tmp_path / "log.decisions") as log:
             assert log.verify().to_dict() == {"broken": None, "entries": 0, "erase_events": [],

@@ -324,7 +324,9 @@ class Derived:
 
     def _missing_ancestors(self, fold: FoldState, keys: set[str]) -> set[str]:
         """``keys`` and, transitively, the keys of their facts' dependencies not computed yet
-        (a computed key's dependencies are computed, or touched and so among ``keys``)."""
+        (a computed key's dependencies are computed, or touched and so among ``keys``: ``done``
+        only grows, a key is computed with its closure, a reference names an earlier fact and
+        a key that gains a fact is touched; so a computed, untouched key is not walked)."""
         seen: set[str] = set()
         todo = list(keys)
         while todo:
@@ -332,6 +334,8 @@ class Derived:
             if key in seen:
                 continue
             seen.add(key)
+            if key in self.done and key not in self.dirty:
+                continue  # its dependencies' keys are computed, or dirty and so among ``keys``
             for fact_id in self.index.by_key.get(key, ()):
                 for dep in fold.facts[fact_id].event.depends_on or ():
                     record = fold.facts.get(dep)

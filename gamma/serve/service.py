@@ -494,7 +494,8 @@ class Service:
             token = self.token  # noted with the engine's head at every read and write
             if token is None or token.position != len(engine):
                 token = Token.of(engine, self.token_key)
-            return engine, token, self._last_ts
+            # the state past the engine's argument checks: the handlers validated the body
+            return engine.state, token, self._last_ts
         if exact.position > len(engine):
             raise NotFresh(f"the log has not reached position {exact.position} here")
         self._check_root(exact, "Gamma-At-Exact")

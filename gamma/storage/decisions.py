@@ -422,7 +422,9 @@ class DecisionLog:
             except sqlite3.Error as exc:
                 raise DecisionLogFailure(f"{self.path}: cannot take the write lock: {exc}") from exc
             try:
-                yield functools.partial(self._insert, conn)
+                # the tail (seq, hash), read at the first insert and carried over to the next:
+                # an insert that raises ends the block, so a carried tail is always the table's
+                yield functools.partial(self._insert, conn, [])
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)
@@ -431,29 +433,34 @@ class DecisionLog:
                 _rollback(conn)
                 raise
 
-    def _insert(self, conn: sqlite3.Connection, entry: DecisionEntry) -> int:
-        """Insert ``entry`` as the next row (inside ``writing``); its seq."""
+    def _insert(self, conn: sqlite3.Connection, tail: list[tuple[int, str]], entry: DecisionEntry) -> int:
+        """Insert ``entry`` as the next row (inside ``writing``, whose ``tail`` holds the last
+        row's seq and hash once an insert has read or written it); its seq."""
         try:
             data = entry.canonical()
         except (TypeError, orjson.JSONEncodeError) as exc:
             raise DecisionLogFailure(f"{self.path}: the entry is not JSON: {exc}") from exc
-        row = conn.execute("SELECT seq, hash FROM decisions ORDER BY seq DESC LIMIT 1").fetchone()
-        seq, previous = (0, GENESIS_HEX) if row is None else (int(row[0]), str(row[1]))
+        if tail:
+            seq, previous = tail[0]
+        else:
+            row = conn.execute("SELECT seq, hash FROM decisions ORDER BY seq DESC LIMIT 1").fetchone()
+            seq, previous = (0, GENESIS_HEX) if row is None else (int(row[0]), str(row[1]))
         if self.version == "1":
+            digest = chain_step(previous, data)
+            conn.execute("INSERT INTO decisions (seq, entry, hash) VALUES (?, ?, ?)",
+                         (seq + 1, data.decode("utf-8"), digest))  # fmt: skip
+        else:
+            salt = new_salt()
+            commitment = entry_commitment(salt, data)
+            outline = Outline.of(entry).canonical()
+            digest = chain_step_2(previous, commitment, outline)
             conn.execute(
-                "INSERT INTO decisions (seq, entry, hash) VALUES (?, ?, ?)",
-                (seq + 1, data.decode("utf-8"), chain_step(previous, data)),
+                "INSERT INTO decisions (seq, outline, commitment, hash) VALUES (?, ?, ?, ?)",
+                (seq + 1, outline.decode("utf-8"), commitment, digest),
             )
-            return seq + 1
-        salt = new_salt()
-        commitment = entry_commitment(salt, data)
-        outline = Outline.of(entry).canonical()
-        conn.execute(
-            "INSERT INTO decisions (seq, outline, commitment, hash) VALUES (?, ?, ?, ?)",
-            (seq + 1, outline.decode("utf-8"), commitment, chain_step_2(previous, commitment, outline)),
-        )
-        conn.execute("INSERT INTO decision_entries (seq, salt, entry) VALUES (?, ?, ?)",
-                     (seq + 1, salt, data.decode("utf-8")))  # fmt: skip
+            conn.execute("INSERT INTO decision_entries (seq, salt, entry) VALUES (?, ?, ?)",
+                         (seq + 1, salt, data.decode("utf-8")))  # fmt: skip
+        tail[:] = [(seq + 1, digest)]
         return seq + 1
 
     def _rows(self) -> Iterator[_Row]:
