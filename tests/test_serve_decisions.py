@@ -186,6 +186,18 @@ class TestTokenKey:
         with DecisionLog.open(other) as log:
             assert log.token_key not in keys  # random: another deployment, another key
 
+    def test_writers_opening_a_new_log_at_once_all_open_it(self, tmp_path: Path) -> None:
+        """Workers starting together create one log: switching a new file to WAL needs it to
+        itself, and SQLite refuses the others at once ("database is locked", no busy wait);
+        each waits its turn instead (about 1 round in 30 failed before)."""
+        for round_ in range(60):
+            path = tmp_path / f"{round_}.decisions"
+            with ThreadPoolExecutor(8) as pool:
+                logs = list(pool.map(DecisionLog.open, [path] * 8))
+            assert len({log.token_key for log in logs}) == 1
+            for log in logs:
+                log.close()
+
     def test_a_log_without_a_key_gets_one_from_its_first_writer(self, tmp_path: Path) -> None:
         path = tmp_path / "s.db.decisions"
         DecisionLog.open(path).close()

@@ -149,6 +149,25 @@ def decision_log_path(store: str | Path) -> Path:
     return Path(f"{store}.decisions")
 
 
+
+def _wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put a new log in WAL mode, waiting up to ``timeout`` for writers opening it at once.
+
+    Workers starting together (``gamma serve --workers N``) open a log that does not exist
+    yet; switching it to WAL needs the file to themselves, and SQLite answers "database is
+    locked" at once, without its busy handler, to all but one of them. A log in WAL mode
+    already needs no switch and takes no lock."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
 class DecisionLogFailure(StoreError):
     """The decision log could not be opened or written; a server fails the request (closed)."""
 
@@ -383,7 +402,7 @@ class DecisionLog:
             else:
                 conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None,
                                        check_same_thread=False)  # fmt: skip
-                conn.execute("PRAGMA journal_mode=WAL")
+                _wal(conn, timeout)
                 conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
                 # a deleted entry's bytes zeroed in its page, not left in free space
                 conn.execute("PRAGMA secure_delete=ON")
