@@ -38,10 +38,10 @@ import attrs
 from gamma import InputError, Policy, load_events, parse_actor, resolve
 from gamma.audit.replay import audit_record, diff_records, parse_audit
 from gamma.conformance.cases import Case, load_cases
-from gamma.core.canonical import canonical_json, parse_ts
-from gamma.core.model import Actor, Event
-from gamma.core.policy import DEFAULT_POLICY, load_policy
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.terms.canonical import canonical_json, parse_ts
+from gamma.core.terms.model import Actor, Event
+from gamma.core.terms.policy import DEFAULT_POLICY, load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = "requests.toml"

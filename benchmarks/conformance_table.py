@@ -23,7 +23,7 @@ import attrs
 from gamma.conformance.cases import MODES, Case, load_cases
 from gamma.conformance.readers import READERS
 from gamma.conformance.runner import Report, run
-from gamma.core.policy import DEFAULT_POLICY
+from gamma.core.terms.policy import DEFAULT_POLICY
 
 COLUMNS = ("system", "passed", "pair accuracy", "Δ", "factorial", "correct rejection",
            "false refusal", "GBR", "URR", "gold", "drift", *MODES, "recompute")

@@ -6,7 +6,7 @@ itself, in one process, on the plain lines of the synthetic log (``synth.py``):
 
 * ``json_loads``: ``json.loads`` of every line (str), the yardstick;
 * ``msgspec_decode``: msgspec's typed decode of every line into gamma's plain structs
-  (``gamma.core.plain``), which checks every field's type in C;
+  (``gamma.core.reading.plain``), which checks every field's type in C;
 * ``decode_encode``: that and the sorted encoding that is each event's canonical text;
 * ``decode_convert``: the decode and ``msgspec.convert`` of each struct into the attrs event,
   with none of the reader's checks: the cost of having an attrs model at all;
@@ -46,10 +46,10 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synth  # noqa: E402
 
-from gamma.core import plain  # noqa: E402
-from gamma.core.chain import GENESIS, step_bytes  # noqa: E402
-from gamma.core.events import parse_events  # noqa: E402
-from gamma.core.merkle import TreeBuilder  # noqa: E402
+from gamma.core.integrity.chain import GENESIS, step_bytes  # noqa: E402
+from gamma.core.integrity.merkle import TreeBuilder  # noqa: E402
+from gamma.core.reading import plain  # noqa: E402
+from gamma.core.reading.events import parse_events  # noqa: E402
 
 __test__ = False
 

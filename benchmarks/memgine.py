@@ -128,7 +128,7 @@ _GAMMA = r"""
 import json, sys, time
 started = time.perf_counter()
 import gamma
-from gamma.core.events import load_events
+from gamma.core.reading.events import load_events
 log, actor, at = sys.argv[1:4]
 imported = time.perf_counter()
 events = load_events(log)

@@ -82,7 +82,7 @@ def _stdio(store: Path, actor: dict[str, Any], at: str, keys: list[str], calls: 
 
 def run_one(n: int, shape: str, calls: int, folder: Path) -> dict[str, Any]:
     import gamma  # the benchmark's subject
-    from gamma.core.canonical import format_ts
+    from gamma.core.terms.canonical import format_ts
     from gamma.integrations.binding import Binding
     from gamma.integrations.mcp import GammaMCP
 
@@ -95,7 +95,7 @@ def run_one(n: int, shape: str, calls: int, folder: Path) -> dict[str, Any]:
             writer.append(lines[start : start + 10_000])
     load_s = time.perf_counter() - t0
     with gamma.Engine.open(store) as engine:
-        server = GammaMCP(Binding(engine, actor, clock=lambda: gamma.core.canonical.parse_at(at)))
+        server = GammaMCP(Binding(engine, actor, clock=lambda: gamma.core.terms.canonical.parse_at(at)))
         first = server.call("recall", {}).structured_content
         assert first is not None
         keys = sorted({f["key"] for f in first["facts"]})[:3]
@@ -118,7 +118,7 @@ def run_one(n: int, shape: str, calls: int, folder: Path) -> dict[str, Any]:
         "events": n, "shape": shape, "tenant_facts": tenant_facts,
         "admitted": len(first["facts"]), "store_load_s": round(load_s, 1),
         "in_process_ms": _stats(full), "in_process_keys_ms": _stats(keyed),
-        **_stdio(store, actor, format_ts(gamma.core.canonical.parse_at(at)), keys, calls),
+        **_stdio(store, actor, format_ts(gamma.core.terms.canonical.parse_at(at)), keys, calls),
     }
     store.unlink()
     return row

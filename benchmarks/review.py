@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tenants  # noqa: E402
 
-from gamma.core.canonical import parse_ts  # noqa: E402
-from gamma.core.events import parse_actor  # noqa: E402
+from gamma.core.reading.events import parse_actor  # noqa: E402
+from gamma.core.terms.canonical import parse_ts  # noqa: E402
 from gamma.review.run import pool, run_review, serial  # noqa: E402
 from gamma.review.tasks import ReviewDone, ReviewTask, review_job  # noqa: E402
 

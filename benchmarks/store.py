@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gamma.core import merkle
+from gamma.core.integrity import merkle
 from gamma.storage import store as store_module
 from gamma.storage.store import Store
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gamma.core.version import __version__
+from gamma.core.terms.version import __version__
 
 if TYPE_CHECKING:  # the names as type checkers see them
     from gamma.api import explain, score, validate
@@ -25,8 +25,11 @@ if TYPE_CHECKING:  # the names as type checkers see them
         replay,
         write_audit,
     )
-    from gamma.core.collector import collector_paused
-    from gamma.core.decisions import (
+    from gamma.core.reading.events import dump_events, load_events, parse_actor, parse_events
+    from gamma.core.resolving.resolution import Resolution
+    from gamma.core.resolving.resolver import resolve
+    from gamma.core.terms.collector import collector_paused
+    from gamma.core.terms.decisions import (
         REASON_CODES,
         Admitted,
         Excluded,
@@ -38,7 +41,7 @@ if TYPE_CHECKING:  # the names as type checkers see them
         Stale,
         UsedReason,
     )
-    from gamma.core.errors import (
+    from gamma.core.terms.errors import (
         ActorError,
         CycleError,
         DuplicateIdError,
@@ -56,8 +59,7 @@ if TYPE_CHECKING:  # the names as type checkers see them
         UnknownReferenceError,
         ValueTypeError,
     )
-    from gamma.core.events import dump_events, load_events, parse_actor, parse_events
-    from gamma.core.model import (
+    from gamma.core.terms.model import (
         Actor,
         Assert,
         Event,
@@ -68,9 +70,7 @@ if TYPE_CHECKING:  # the names as type checkers see them
         Revoke,
         Visibility,
     )
-    from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
-    from gamma.core.resolution import Resolution
-    from gamma.core.resolver import resolve
+    from gamma.core.terms.policy import DEFAULT_POLICY, Policy, load_policy, parse_policy
     from gamma.scoring.findings import Validation, Violation
     from gamma.scoring.metrics import Rate, Score
     from gamma.storage.engine import Engine
@@ -88,53 +88,53 @@ if TYPE_CHECKING:  # the names as type checkers see them
 # Every public name is loaded on first use: `import gamma` costs next to nothing, and a
 # command (or `gamma --version`) imports only the modules it needs.
 _LAZY = {
-    "collector_paused": "gamma.core.collector",
-    "REASON_CODES": "gamma.core.decisions",
-    "Admitted": "gamma.core.decisions",
-    "Excluded": "gamma.core.decisions",
-    "ExperienceVerdict": "gamma.core.decisions",
-    "Inputs": "gamma.core.decisions",
-    "Recomputed": "gamma.core.decisions",
-    "Stale": "gamma.core.decisions",
-    "Ignored": "gamma.core.decisions",
-    "Reason": "gamma.core.decisions",
-    "UsedReason": "gamma.core.decisions",
-    "ActorError": "gamma.core.errors",
-    "CycleError": "gamma.core.errors",
-    "DuplicateIdError": "gamma.core.errors",
-    "GammaError": "gamma.core.errors",
-    "InputError": "gamma.core.errors",
-    "IntegrityError": "gamma.core.errors",
-    "LimitError": "gamma.core.errors",
-    "JSONSyntaxError": "gamma.core.errors",
-    "MissingFieldError": "gamma.core.errors",
-    "PolicyError": "gamma.core.errors",
-    "StoreBusyError": "gamma.core.errors",
-    "StoreError": "gamma.core.errors",
-    "TimestampOrderError": "gamma.core.errors",
-    "UnknownFieldError": "gamma.core.errors",
-    "UnknownReferenceError": "gamma.core.errors",
-    "ValueTypeError": "gamma.core.errors",
-    "dump_events": "gamma.core.events",
-    "load_events": "gamma.core.events",
-    "parse_actor": "gamma.core.events",
-    "parse_events": "gamma.core.events",
-    "read": "gamma.core.reader",
-    "Actor": "gamma.core.model",
-    "Assert": "gamma.core.model",
-    "Event": "gamma.core.model",
-    "Experience": "gamma.core.model",
-    "Grant": "gamma.core.model",
-    "Promote": "gamma.core.model",
-    "Retract": "gamma.core.model",
-    "Revoke": "gamma.core.model",
-    "Visibility": "gamma.core.model",
-    "DEFAULT_POLICY": "gamma.core.policy",
-    "Policy": "gamma.core.policy",
-    "load_policy": "gamma.core.policy",
-    "parse_policy": "gamma.core.policy",
-    "Resolution": "gamma.core.resolution",
-    "resolve": "gamma.core.resolver",
+    "collector_paused": "gamma.core.terms.collector",
+    "REASON_CODES": "gamma.core.terms.decisions",
+    "Admitted": "gamma.core.terms.decisions",
+    "Excluded": "gamma.core.terms.decisions",
+    "ExperienceVerdict": "gamma.core.terms.decisions",
+    "Inputs": "gamma.core.terms.decisions",
+    "Recomputed": "gamma.core.terms.decisions",
+    "Stale": "gamma.core.terms.decisions",
+    "Ignored": "gamma.core.terms.decisions",
+    "Reason": "gamma.core.terms.decisions",
+    "UsedReason": "gamma.core.terms.decisions",
+    "ActorError": "gamma.core.terms.errors",
+    "CycleError": "gamma.core.terms.errors",
+    "DuplicateIdError": "gamma.core.terms.errors",
+    "GammaError": "gamma.core.terms.errors",
+    "InputError": "gamma.core.terms.errors",
+    "IntegrityError": "gamma.core.terms.errors",
+    "LimitError": "gamma.core.terms.errors",
+    "JSONSyntaxError": "gamma.core.terms.errors",
+    "MissingFieldError": "gamma.core.terms.errors",
+    "PolicyError": "gamma.core.terms.errors",
+    "StoreBusyError": "gamma.core.terms.errors",
+    "StoreError": "gamma.core.terms.errors",
+    "TimestampOrderError": "gamma.core.terms.errors",
+    "UnknownFieldError": "gamma.core.terms.errors",
+    "UnknownReferenceError": "gamma.core.terms.errors",
+    "ValueTypeError": "gamma.core.terms.errors",
+    "dump_events": "gamma.core.reading.events",
+    "load_events": "gamma.core.reading.events",
+    "parse_actor": "gamma.core.reading.events",
+    "parse_events": "gamma.core.reading.events",
+    "read": "gamma.core.reading.reader",
+    "Actor": "gamma.core.terms.model",
+    "Assert": "gamma.core.terms.model",
+    "Event": "gamma.core.terms.model",
+    "Experience": "gamma.core.terms.model",
+    "Grant": "gamma.core.terms.model",
+    "Promote": "gamma.core.terms.model",
+    "Retract": "gamma.core.terms.model",
+    "Revoke": "gamma.core.terms.model",
+    "Visibility": "gamma.core.terms.model",
+    "DEFAULT_POLICY": "gamma.core.terms.policy",
+    "Policy": "gamma.core.terms.policy",
+    "load_policy": "gamma.core.terms.policy",
+    "parse_policy": "gamma.core.terms.policy",
+    "Resolution": "gamma.core.resolving.resolution",
+    "resolve": "gamma.core.resolving.resolver",
     "Validation": "gamma.scoring.findings",
     "Violation": "gamma.scoring.findings",
     "Rate": "gamma.scoring.metrics",

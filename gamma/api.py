@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from gamma.audit import explain as _explain
-from gamma.core.canonical import parse_ts
-from gamma.core.errors import InputError
-from gamma.core.model import Actor, Event
-from gamma.core.policy import Policy
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Actor, Event
+from gamma.core.terms.policy import Policy
 from gamma.scoring import findings, metrics
 from gamma.storage.sources import events_and_policy
 

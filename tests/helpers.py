@@ -22,8 +22,8 @@ from gamma import (
     parse_events,
     resolve,
 )
-from gamma.core.canonical import format_ts
-from gamma.core.policy import DEFAULT_POLICY
+from gamma.core.terms.canonical import format_ts
+from gamma.core.terms.policy import DEFAULT_POLICY
 
 __all__ = [
     "AT",

@@ -4,7 +4,7 @@ It reads the *written* events (the JSON objects of a log, as ``tests/strategies.
 holds them) and answers every question by scanning the whole log again: per fact, every
 rule of SPEC §3-§7 is checked against every event. It is quadratic and proud of it: the
 point is that each function can be read against one sentence of the SPEC, with no index,
-no fold state and no shared code with ``gamma.core.resolver`` (never import it here).
+no fold state and no shared code with ``gamma.core.resolving.resolver`` (never import it here).
 
 The one dynamic part of the semantics, supersession, is computed differently from the
 resolver's single fold: commits, effects and retracts depend only on authority ranks, so
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gamma.core.canonical import parse_ts
-from gamma.core.derivation import Failure, evaluate, parse_derivation
-from gamma.core.policy import Policy
-from gamma.core.version import __version__ as GAMMA_VERSION
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.derivation import Failure, evaluate, parse_derivation
+from gamma.core.terms.policy import Policy
+from gamma.core.terms.version import __version__ as GAMMA_VERSION
 
 __all__ = ["REASON_CODES", "resolve"]
 

@@ -45,7 +45,7 @@ from gamma import (
     load_policy,
     parse_events,
 )
-from gamma.core.canonical import format_ts, parse_ts
+from gamma.core.terms.canonical import format_ts, parse_ts
 
 __all__ = [
     "BASE",

@@ -35,8 +35,8 @@ from gamma.audit.replay import (
     replay,
     write_audit,
 )
-from gamma.core.canonical import canonical_json, parse_ts
-from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
+from gamma.core.terms.canonical import canonical_json, parse_ts
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy, load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 

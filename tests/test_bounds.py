@@ -19,8 +19,8 @@ import pytest
 from gamma import load_policy, parse_events, resolve
 from gamma.audit.explain import explain
 from gamma.audit.report import report
-from gamma.core.model import Event
-from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.terms.model import Event
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 
 ACTOR = {"id": "a", "tenant": "t"}
 AT = "2027-01-01T00:00:00Z"

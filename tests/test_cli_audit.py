@@ -154,7 +154,7 @@ class TestReplay:
         """A store's policy is a candidate: its records replay without --policy; a copy does
         not (the policy is no named one)."""
         store_module = pytest.importorskip("gamma.storage.store")
-        from gamma.core.policy import load_policy
+        from gamma.core.terms.policy import load_policy
 
         db = tmp_path / "s.db"
         custom = tmp_path / "custom.toml"

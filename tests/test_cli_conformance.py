@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-import gamma.core.resolver as resolver_module
+import gamma.core.resolving.resolver as resolver_module
 from gamma.cli import main
-from gamma.core.model import Retract
+from gamma.core.terms.model import Retract
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

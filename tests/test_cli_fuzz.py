@@ -33,7 +33,7 @@ from serve_process import write_callers
 
 import gamma
 from gamma.cli import INTERNAL, cli, main
-from gamma.core.limits import MAX_LINE_BYTES
+from gamma.core.terms.limits import MAX_LINE_BYTES
 from gamma.integrations.binding import Binding
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from helpers import A, R, stamp
 
 from gamma.cli import main
-from gamma.core.canonical import canonical_json
-from gamma.core.chain import GENESIS_HEX, step
-from gamma.core.events import canonical_event, parse_events
-from gamma.core.merkle import CompactRange
-from gamma.core.policy import DEFAULT_POLICY
+from gamma.core.integrity.chain import GENESIS_HEX, step
+from gamma.core.integrity.merkle import CompactRange
+from gamma.core.reading.events import canonical_event, parse_events
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.policy import DEFAULT_POLICY
 from gamma.storage.tree import tree_rows
 
 ROOT = Path(__file__).resolve().parent.parent

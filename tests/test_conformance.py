@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 import gamma
-import gamma.core.phases as phases_module
-import gamma.core.resolver as resolver_module
+import gamma.core.resolving.phases as phases_module
+import gamma.core.resolving.resolver as resolver_module
 from gamma.cli.conformance import junit_xml
 from gamma.conformance.cases import Case, load_cases
 from gamma.conformance.external import Exchange, Reply, parse_reply
 from gamma.conformance.runner import CaseResult, Report, external_said, judge, metrics, run
-from gamma.core.model import Retract
+from gamma.core.terms.model import Retract
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -27,14 +27,14 @@ from gamma.conformance.cases import (
 )
 from gamma.conformance.model import Claimed
 from gamma.conformance.readers import REFUSAL, reference
-from gamma.core.errors import (
+from gamma.core.terms.errors import (
     ActorError,
     DuplicateIdError,
     MissingFieldError,
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.core.model import Assert, Experience, Grant, Retract, Revoke
+from gamma.core.terms.model import Assert, Experience, Grant, Retract, Revoke
 from gamma.scoring.tokens import matches, value_tokens
 
 ROOT = Path(__file__).resolve().parent.parent

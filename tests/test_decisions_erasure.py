@@ -18,9 +18,9 @@ import pytest
 from helpers import actor
 from test_serve_decisions import format_1
 
-from gamma.core.canonical import canonical_text, format_ts
-from gamma.core.errors import InputError, StoreBusyError
-from gamma.core.render import inert
+from gamma.core.resolving.render import inert
+from gamma.core.terms.canonical import canonical_text, format_ts
+from gamma.core.terms.errors import InputError, StoreBusyError
 from gamma.serve.freshness import Token
 from gamma.serve.replay import replay_decisions
 from gamma.serve.types import Caller, Handler, View

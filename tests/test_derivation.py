@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gamma.core.derivation import (
+from gamma.core.terms.derivation import (
     MAX_DIGITS,
     MAX_LENGTH,
     MAX_NESTING,
@@ -30,7 +30,7 @@ from gamma.core.derivation import (
     evaluate,
     parse_derivation,
 )
-from gamma.core.errors import InputError, LimitError
+from gamma.core.terms.errors import InputError, LimitError
 
 
 def run(text: str, values: dict[str, Any] | None = None) -> object:

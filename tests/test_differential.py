@@ -1,7 +1,7 @@
 """Differential tests: gamma.resolve against the naive reference of tests/reference.py.
 
 The reference is written from SPEC.md alone, scans the whole log for every question and
-shares no code with gamma.core.resolver; the two must agree on the whole resolution object
+shares no code with gamma.core.resolving.resolver; the two must agree on the whole resolution object
 (digest included) and on the known unknowns, for every generated log, actor and time.
 """
 
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from strategies import NAMED_POLICIES, Log, Scenario, scenarios
 
 import gamma
-from gamma.core.canonical import parse_ts
+from gamma.core.terms.canonical import parse_ts
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "examples"
 

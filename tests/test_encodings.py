@@ -23,13 +23,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import logs, malformed_logs
 
-from gamma.core import events as events_module
-from gamma.core.canonical import compact_json
-from gamma.core.errors import InputError
-from gamma.core.events import canonical_event, load_events, parse_events
-from gamma.core.fastpath import fast_line
-from gamma.core.plain import is_plain, plain_line
-from gamma.core.policy import Policy
+from gamma.core.reading import events as events_module
+from gamma.core.reading.events import canonical_event, load_events, parse_events
+from gamma.core.reading.fastpath import fast_line
+from gamma.core.reading.plain import is_plain, plain_line
+from gamma.core.terms.canonical import compact_json
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.policy import Policy
 
 _SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]

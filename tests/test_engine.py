@@ -28,9 +28,9 @@ from strategies import (
 
 import gamma
 from gamma.cli import main
-from gamma.core.chain import step
-from gamma.core.decisions import Recomputed
-from gamma.core.engine import EngineState
+from gamma.core.incremental.engine import EngineState
+from gamma.core.integrity.chain import step
+from gamma.core.terms.decisions import Recomputed
 
 
 def _pure(lines: list[dict[str, Any]], policy: gamma.Policy, actor: Any, at: Any) -> gamma.Resolution:

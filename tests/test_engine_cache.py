@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from strategies import actors, logs, probe_times
 
 import gamma
-from gamma.core.engine import EngineState
+from gamma.core.incremental.engine import EngineState
 
 
 def _pure(lines: list[dict[str, Any]], policy: gamma.Policy, actor: Any, at: Any) -> gamma.Resolution:
@@ -141,7 +141,7 @@ def test_a_later_at_crosses_a_valid_until() -> None:
 
 def test_resolve_reuses_the_kept_results(monkeypatch: Any) -> None:
     """After an append of one key, a resolve reruns phases 1-3 for that key only."""
-    from gamma.core import derived
+    from gamma.core.incremental import derived
 
     events = stamp([*(A(f"F{i}", f"k{i}", i) for i in range(50)), A("F99", "k7", "new")])
     engine = EngineState()

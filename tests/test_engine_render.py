@@ -22,9 +22,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from strategies import Log, actors, extensions, logs, probe_times
 
 import gamma
-from gamma.core import context as context_module
-from gamma.core.engine import EngineState
-from gamma.core.limits import MAX_CONTEXT_BYTES
+from gamma.core.incremental.engine import EngineState
+from gamma.core.resolving import context as context_module
+from gamma.core.terms.limits import MAX_CONTEXT_BYTES
 
 
 def _pure(log: Log, actor: Any, at: Any) -> gamma.Resolution:
@@ -169,7 +169,7 @@ def test_a_pending_effect_is_not_recomputed_each_turn(monkeypatch: pytest.Monkey
     a turn touching other keys recomputes those keys only (the view runs the same effects),
     and every answer, including after a turn touching the pending fact and one passing its
     time, is the pure one."""
-    from gamma.core import derived
+    from gamma.core.incremental import derived
 
     events = stamp([
         A("F1", "a", "old"), A("F2", "a", "new", supersedes=["F1"], valid_from=ts(100)),

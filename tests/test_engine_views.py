@@ -14,8 +14,8 @@ from hypothesis.stateful import run_state_machine_as_test
 from test_engine_render import EngineRenderMachine
 
 import gamma
-from gamma.core import derived
-from gamma.core.engine import EngineState
+from gamma.core.incremental import derived
+from gamma.core.incremental.engine import EngineState
 
 WHO = {"id": "ann", "tenant": TENANT}
 

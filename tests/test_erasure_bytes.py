@@ -120,7 +120,7 @@ def worlds(draw: st.DrawFn) -> World:
         value, core = draw(values(seed, i, text_only=i < 4))
         facts.append(Fact(f"f{i}", tenant, key, subject, value, core))
     # a short value in each tenant: `resolve --format text` fails (exit 4) when every cell of
-    # a column is longer than 120 characters (gamma/core/render.py `_table`, a bug of its own)
+    # a column is longer than 120 characters (gamma/core/resolving/render.py `_table`, a bug of its own)
     facts += [Fact(f"n-{tenant}", tenant, "note", None, 7, None) for tenant in TENANTS]
     lines = [A(f.fact, f.key, f.value, tenant=f.tenant, **({"subject": f.subject} if f.subject else {}))
              for f in facts]

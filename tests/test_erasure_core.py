@@ -29,11 +29,13 @@ from test_differential import assert_agree
 import gamma
 from gamma.audit.explain import explain
 from gamma.audit.report import report
-from gamma.core.canonical import canonical_json
-from gamma.core.chain import head_of
-from gamma.core.commitment import commit
-from gamma.core.engine import EngineState
-from gamma.core.errors import (
+from gamma.core.incremental.engine import EngineState
+from gamma.core.integrity.chain import head_of
+from gamma.core.integrity.commitment import commit
+from gamma.core.integrity.merkle import tree_head_of
+from gamma.core.reading.events import canonical_event, dump_events, event_line, parse_events
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.errors import (
     DuplicateIdError,
     InputError,
     MissingFieldError,
@@ -41,10 +43,8 @@ from gamma.core.errors import (
     UnknownReferenceError,
     ValueTypeError,
 )
-from gamma.core.events import canonical_event, dump_events, event_line, parse_events
-from gamma.core.merkle import tree_head_of
-from gamma.core.model import Assert, Erase, ErasedValue
-from gamma.core.policy import DEFAULT_POLICY, Policy, parse_policy
+from gamma.core.terms.model import Assert, Erase, ErasedValue
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy, parse_policy
 from gamma.scoring.findings import validate
 
 SALT = "5a" * 32
@@ -254,7 +254,7 @@ class TestErrors:
     )
     def test_a_malformed_migrate(self, body: dict[str, Any], error: type[InputError], field: str | None) -> None:
         good = {"type": "migrate", "from_head": "a" * 64, "from_root": "b" * 64, "from_size": 3}
-        assert isinstance(parse_events(lines_of(A("F1", "k", 1), good))[1], gamma.core.model.Migrate)
+        assert isinstance(parse_events(lines_of(A("F1", "k", 1), good))[1], gamma.core.terms.model.Migrate)
         with pytest.raises(error) as caught:
             parse_events(lines_of(A("F1", "k", 1), {**good, **body}))
         assert caught.value.line == 2
@@ -297,7 +297,7 @@ class TestResolution:
         assert reason(res, "F1", "erased") == ((erase_id,), ())
         assert "F1" not in [a.fact for a in res.admitted]
         body = json.loads(res.to_json())
-        assert res.tree.size == len([e for e in events if e.ts <= gamma.core.canonical.parse_ts(at)])
+        assert res.tree.size == len([e for e in events if e.ts <= gamma.core.terms.canonical.parse_ts(at)])
         assert body["log"] == head_of(canonical_event(e) for e in events[: res.tree.size])
 
     def test_a_cut_before_the_erase_of_an_erased_store_keeps_it_erased(self) -> None:
@@ -326,7 +326,7 @@ class TestResolution:
         else:
             assert reason(res, "F2", "dependency_invalidated") == ((events[-1].id,), ("F1",))
         # a derivation never reads an erased input: D1 is not recomputed from it
-        assert "D1" not in {a.fact for a in res.admitted if isinstance(a, gamma.core.decisions.Recomputed)}
+        assert "D1" not in {a.fact for a in res.admitted if isinstance(a, gamma.core.terms.decisions.Recomputed)}
 
     def test_an_experience_that_used_an_erased_fact_is_rejected(self) -> None:
         res = gamma.resolve(scenario(), actor(), AT)

@@ -29,9 +29,9 @@ from erasure_helpers import Run, core_of, distinctive, gamma, jsonl_lines
 from helpers import A, R, stamp
 from test_go_interop import GO, GOPATH, REQUIRED, SOURCE, ask, b64
 
-from gamma.core.canonical import compact_json
-from gamma.core.chain import GENESIS, step
-from gamma.core.merkle import CompactRange
+from gamma.core.integrity.chain import GENESIS, step
+from gamma.core.integrity.merkle import CompactRange
+from gamma.core.terms.canonical import compact_json
 from gamma.storage.tree import tree_rows
 
 BASIS = "GDPR Art. 17(1)(a)"

@@ -29,7 +29,7 @@ from erasure_helpers import core_of, distinctive, gamma, kept_values, needles, s
 from helpers import A, R, stamp
 from hypothesis import settings
 
-from gamma.core.errors import StoreBusyError
+from gamma.core.terms.errors import StoreBusyError
 from gamma.storage.erasure import STEPS
 from gamma.storage.store import Store
 

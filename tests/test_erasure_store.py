@@ -18,18 +18,18 @@ from click.testing import CliRunner
 from helpers import A, R, stamp
 
 from gamma.cli import main
-from gamma.core.canonical import canonical_json
-from gamma.core.chain import head_of
-from gamma.core.commitment import commit
-from gamma.core.errors import (
+from gamma.core.integrity.chain import head_of
+from gamma.core.integrity.commitment import commit
+from gamma.core.reading.events import event_line
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.errors import (
     DuplicateIdError,
     InputError,
     StoreBusyError,
     UnknownReferenceError,
     ValueTypeError,
 )
-from gamma.core.events import event_line
-from gamma.core.policy import DEFAULT_POLICY, parse_policy
+from gamma.core.terms.policy import DEFAULT_POLICY, parse_policy
 from gamma.storage.committing import migrate_to_committed
 from gamma.storage.engine import Engine
 from gamma.storage.erasure import STEPS

@@ -631,17 +631,17 @@ class TestHostileInput:
         assert info.value.field == "roles[1]"
 
 
-# -- the fast path (gamma/core/fastpath.py) is the strict path, sooner -------------------
+# -- the fast path (gamma/core/reading/fastpath.py) is the strict path, sooner -------------------
 
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from strategies import jsonl, logs, malformed_logs, written_jsonl  # noqa: E402
 
-from gamma.core import events as events_module  # noqa: E402
-from gamma.core.canonical import canonical_records, canonical_text, compact_json  # noqa: E402
-from gamma.core.events import canonical_event, parse_events  # noqa: E402
-from gamma.core.fastpath import fast_line  # noqa: E402
+from gamma.core.reading import events as events_module  # noqa: E402
+from gamma.core.reading.events import canonical_event, parse_events  # noqa: E402
+from gamma.core.reading.fastpath import fast_line  # noqa: E402
+from gamma.core.terms.canonical import canonical_records, canonical_text, compact_json  # noqa: E402
 
 
 class _Pairs(list):  # type: ignore[type-arg]
@@ -791,13 +791,13 @@ import gc  # noqa: E402
 
 from strategies import actors  # noqa: E402
 
-from gamma.core.chain import head_of  # noqa: E402
-from gamma.core.collector import PROMOTE_AT, collector_paused  # noqa: E402
-from gamma.core.convert import converter  # noqa: E402
-from gamma.core.decisions import Admitted, Excluded, Reason  # noqa: E402
-from gamma.core.merkle import CompactRange, TreeBuilder, leaf_hash, tree_head_of  # noqa: E402
-from gamma.core.parsed import ParsedLog  # noqa: E402
-from gamma.core.resolver import resolve  # noqa: E402
+from gamma.core.integrity.chain import head_of  # noqa: E402
+from gamma.core.integrity.merkle import CompactRange, TreeBuilder, leaf_hash, tree_head_of  # noqa: E402
+from gamma.core.reading.convert import converter  # noqa: E402
+from gamma.core.reading.parsed import ParsedLog  # noqa: E402
+from gamma.core.resolving.resolver import resolve  # noqa: E402
+from gamma.core.terms.collector import PROMOTE_AT, collector_paused  # noqa: E402
+from gamma.core.terms.decisions import Admitted, Excluded, Reason  # noqa: E402
 
 
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 7, 4095, 4096, 4097, 8192, 12289])
@@ -921,8 +921,8 @@ def test_a_lone_surrogate_in_a_python_str_line_is_an_input_error_naming_the_fiel
 
 from strategies import probe_times  # noqa: E402
 
-from gamma.core.events import load_for_resolution  # noqa: E402
-from gamma.core.model import heard_by  # noqa: E402
+from gamma.core.reading.events import load_for_resolution  # noqa: E402
+from gamma.core.terms.model import heard_by  # noqa: E402
 
 
 @_MANY
@@ -951,7 +951,7 @@ def test_a_log_read_for_one_resolution_resolves_as_the_log_does(
 
 from collections.abc import Iterable  # noqa: E402
 
-from gamma.core.plain import plain_line  # noqa: E402
+from gamma.core.reading.plain import plain_line  # noqa: E402
 
 
 def _parsed_or_error(lines: Iterable[str], policy: Policy) -> Any:

@@ -9,10 +9,10 @@ import pytest
 from helpers import A, G, R, X, actor, run, ts, verdict_of
 
 from gamma import InputError, UsedReason, load_policy
-from gamma.core.canonical import parse_ts
-from gamma.core.decisions import Reason
-from gamma.core.experiences import verdict_of as experience_verdict
-from gamma.core.model import Experience
+from gamma.core.resolving.experiences import verdict_of as experience_verdict
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.decisions import Reason
+from gamma.core.terms.model import Experience
 
 ROOT = Path(__file__).resolve().parent.parent
 RECHECK = load_policy(ROOT / "policies" / "recheck.toml")

@@ -18,7 +18,7 @@ import pytest
 from gamma.conformance.cases import Case, load_cases
 from gamma.conformance.external import REQUEST_FIELDS, ExternalSystem, parse_reply, request_for
 from gamma.conformance.runner import run
-from gamma.core.errors import InputError
+from gamma.core.terms.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -10,7 +10,7 @@ import pytest
 from helpers import AT, A, X, actor, log, ts
 
 import gamma
-from gamma.core.errors import InputError
+from gamma.core.terms.errors import InputError
 from gamma.data import policy_by_name
 from gamma.scoring.findings import (
     LogFacts,

@@ -29,8 +29,8 @@ from gamma.audit.checkpoint import (
     sign_checkpoint,
     verify_checkpoint,
 )
-from gamma.core.events import canonical_event, load_events
-from gamma.core.merkle import TreeHead
+from gamma.core.integrity.merkle import TreeHead
+from gamma.core.reading.events import canonical_event, load_events
 from gamma.storage.proofs import prove_consistency, prove_inclusion, tree_head
 from gamma.storage.store import Store
 

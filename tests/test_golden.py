@@ -31,8 +31,8 @@ from gamma import (
     parse_events,
     resolve,
 )
-from gamma.core.resolution import FORMAT
-from gamma.core.version import __version__ as gamma_version
+from gamma.core.resolving.resolution import FORMAT
+from gamma.core.terms.version import __version__ as gamma_version
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"

@@ -18,7 +18,7 @@ import pytest
 
 from gamma.audit.replay import read_audit, replay
 from gamma.cli import main
-from gamma.core.canonical import canonical_json
+from gamma.core.terms.canonical import canonical_json
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "audit" / "regenerate.py"

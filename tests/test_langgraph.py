@@ -95,7 +95,7 @@ def canon(seen: list[tuple[tuple[str, ...], str, Any]]) -> set[tuple[Any, ...]]:
     """Items back as (namespace, key, stored value): dicts in canonical JSON, others as written."""
     out = set()
     for namespace, key, value in seen:
-        plain = value["value"] if set(value) == {"value"} else gamma.core.canonical.canonical_json(value)
+        plain = value["value"] if set(value) == {"value"} else gamma.core.terms.canonical.canonical_json(value)
         out.add((namespace, key, plain))
     return out
 

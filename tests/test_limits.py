@@ -28,16 +28,16 @@ from gamma import (
     parse_events,
     parse_policy,
 )
-from gamma.core.events import batch_objects, event_from_json, read_bounded
-from gamma.core.limits import (
+from gamma.core.reading.events import batch_objects, event_from_json, read_bounded
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.terms.limits import (
     MAX_CONTEXT_BYTES,
     MAX_DEPTH,
     MAX_LINE_BYTES,
     MAX_POLICY_BYTES,
     MAX_STRING_BYTES,
 )
-from gamma.core.policy import MAX_CLOCK_SKEW, MAX_LEVELS, MAX_NAME_BYTES, MAX_WRITERS
-from gamma.core.strictjson import decode_json
+from gamma.core.terms.policy import MAX_CLOCK_SKEW, MAX_LEVELS, MAX_NAME_BYTES, MAX_WRITERS
 from gamma.storage._keys import MAX_KEY_FILE_BYTES, read_key_file
 
 GOOD = json.dumps(

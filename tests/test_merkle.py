@@ -27,8 +27,7 @@ from gamma.audit.checkpoint import (
     verify_checkpoint,
 )
 from gamma.cli import main
-from gamma.core.events import canonical_event
-from gamma.core.merkle import (
+from gamma.core.integrity.merkle import (
     EMPTY_ROOT,
     MemoryTree,
     TreeHead,
@@ -40,6 +39,7 @@ from gamma.core.merkle import (
     verify_consistency,
     verify_inclusion,
 )
+from gamma.core.reading.events import canonical_event
 from gamma.storage.store import Store
 
 # RFC 6962 test data as published in transparency-dev/merkle (testonly/constants.go and

@@ -25,8 +25,8 @@ from gamma.audit.checkpoint import (
     sign_checkpoint,
     verify_checkpoint,
 )
-from gamma.core.errors import InputError
-from gamma.core.merkle import EMPTY_ROOT, TreeHead
+from gamma.core.integrity.merkle import EMPTY_ROOT, TreeHead
+from gamma.core.terms.errors import InputError
 
 KEY = SignerKey("log.example/gamma", bytes(range(32)))
 OTHER = SignerKey("other.example/witness", bytes(range(32, 64)))

@@ -1,4 +1,4 @@
-"""The plain way in (gamma/core/plain.py) is the strict path, sooner.
+"""The plain way in (gamma/core/reading/plain.py) is the strict path, sooner.
 
 ``tests/test_events.py`` pins the reader with every way in against the strict path alone on
 generated valid and malformed logs. Here: the plain way takes what it should (so it is not a
@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import logs
 
-from gamma.core import events as events_module
-from gamma.core import plain as plain_module
-from gamma.core.canonical import compact_json
-from gamma.core.errors import InputError
-from gamma.core.events import canonical_event, parse_events
-from gamma.core.plain import plain_line
-from gamma.core.policy import Policy
+from gamma.core.reading import events as events_module
+from gamma.core.reading import plain as plain_module
+from gamma.core.reading.events import canonical_event, parse_events
+from gamma.core.reading.plain import plain_line
+from gamma.core.terms.canonical import compact_json
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.policy import Policy
 
 EVERY_TYPE = [
     '{"actor":"w","fact":"F1","id":"e1","key":"k","tenant":"t","ts":"2026-03-01T09:00:00Z","type":"assert","value":1}',

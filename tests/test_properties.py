@@ -40,10 +40,10 @@ from strategies import (
 
 import gamma
 from gamma import REASON_CODES, Policy, Resolution, dump_events, parse_events
-from gamma.core.canonical import canonical_json, format_ts, parse_ts
-from gamma.core.chain import head_of
-from gamma.core.events import canonical_event, event_to_json
-from gamma.core.render import inert
+from gamma.core.integrity.chain import head_of
+from gamma.core.reading.events import canonical_event, event_to_json
+from gamma.core.resolving.render import inert
+from gamma.core.terms.canonical import canonical_json, format_ts, parse_ts
 
 VALIDITY_CODES = frozenset(
     {

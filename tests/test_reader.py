@@ -1,4 +1,4 @@
-"""The one way in (issue 27): every source ``gamma.core.reader.read`` takes gives the same log.
+"""The one way in (issue 27): every source ``gamma.core.reading.reader.read`` takes gives the same log.
 
 A log's content handed in as a path, bytes, a byte or text stream, standard input, JSON
 lines (a list, a generator, bytes), decoded objects or events is read into the same events,
@@ -24,15 +24,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import logs, malformed_logs
 
-from gamma.core.chain import head_of
-from gamma.core.commitment import commit
-from gamma.core.errors import InputError
-from gamma.core.events import canonical_event, load_events
-from gamma.core.merkle import tree_head_of
-from gamma.core.model import Assert, heard_by
-from gamma.core.parsed import ParsedLog
-from gamma.core.policy import Policy
-from gamma.core.reader import read, read_numbered, read_objects_log
+from gamma.core.integrity.chain import head_of
+from gamma.core.integrity.commitment import commit
+from gamma.core.integrity.merkle import tree_head_of
+from gamma.core.reading.events import canonical_event, load_events
+from gamma.core.reading.parsed import ParsedLog
+from gamma.core.reading.reader import read, read_numbered, read_objects_log
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Assert, heard_by
+from gamma.core.terms.policy import Policy
 from gamma.storage.store import Store
 from gamma.storage.verify import verify_file
 
@@ -221,12 +221,12 @@ class TestTheResolutionTimeIsAnArgument:
 
 #: The reader and its decoders: the only modules that may call a decoding function.
 DECODERS = {
-    "gamma/core/reader.py", "gamma/core/events.py", "gamma/core/plain.py",
-    "gamma/core/fastpath.py", "gamma/core/strictjson.py",
+    "gamma/core/reading/reader.py", "gamma/core/reading/events.py", "gamma/core/reading/plain.py",
+    "gamma/core/reading/fastpath.py", "gamma/core/reading/strictjson.py",
 }  # fmt: skip
 #: Modules that may mark a log as validated (``ParsedLog(...)``): the reader's, and the store's
 #: full read of rows it validated when they were appended.
-MARKERS = DECODERS | {"gamma/core/parsed.py", "gamma/storage/store.py"}
+MARKERS = DECODERS | {"gamma/core/reading/parsed.py", "gamma/storage/store.py"}
 _DECODING = re.compile(
     r"\b(parse_events|parse_lines|load_events|load_for_resolution|load_file|load_bytes"
     r"|batch_objects|event_from_json|plain_line|typed_line|fast_line|fast_event"
@@ -310,7 +310,7 @@ def test_no_object_setattr_outside_the_owning_class() -> None:
 
 def test_the_ignored_codes_and_the_folds_records_are_named_once() -> None:
     """Issue 27: each name below is defined in one module of the package, and the ignored
-    codes' strings are bound to a constant once (gamma.core.phases)."""
+    codes' strings are bound to a constant once (gamma.core.resolving.phases)."""
     root = Path(__file__).resolve().parent.parent / "gamma"
     where: dict[str, list[str]] = {}
     codes: list[str] = []
@@ -328,8 +328,8 @@ def test_the_ignored_codes_and_the_folds_records_are_named_once() -> None:
     for name in ("_Access", "_Fact", "_INSUFFICIENT", "_CAPPED"):  # the names of before
         assert not [m for m in where.get(name, []) if m.startswith("gamma/core/")], name
     assert sorted(codes) == [
-        "gamma/core/phases.py:AUTHORITY_CAPPED",
-        "gamma/core/phases.py:INSUFFICIENT_AUTHORITY",
+        "gamma/core/resolving/phases.py:AUTHORITY_CAPPED",
+        "gamma/core/resolving/phases.py:INSUFFICIENT_AUTHORITY",
     ]
 
 

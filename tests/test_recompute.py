@@ -24,14 +24,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gamma
-from gamma.core import derived as derived_module
-from gamma.core.decisions import Recomputed
-from gamma.core.engine import EngineState
-from gamma.core.errors import InputError
-from gamma.core.events import event_from_json, parse_events
-from gamma.core.fastpath import fast_line
-from gamma.core.model import Assert, heard_by
-from gamma.core.plain import plain_line
+from gamma.core.incremental import derived as derived_module
+from gamma.core.incremental.engine import EngineState
+from gamma.core.reading.events import event_from_json, parse_events
+from gamma.core.reading.fastpath import fast_line
+from gamma.core.reading.plain import plain_line
+from gamma.core.terms.decisions import Recomputed
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Assert, heard_by
 from gamma.data import policy_by_name
 from gamma.storage.store import Store
 
@@ -503,7 +503,7 @@ def test_a_resolution_with_derivations_is_the_same_bytes_in_another_process() ->
     script = (
         "import gamma, hashlib, sys\n"
         "from gamma.data import policy_by_name\n"
-        "from gamma.core.events import load_events\n"
+        "from gamma.core.reading.events import load_events\n"
         "events = load_events(sys.argv[1])\n"
         "res = gamma.resolve(events, {'id': 'sam', 'tenant': 'home'}, '2026-03-06T00:00:00Z',"
         " policy_by_name('recompute'))\n"

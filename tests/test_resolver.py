@@ -48,14 +48,14 @@ from gamma import (
     parse_actor,
     resolve,
 )
-from gamma.core import handbuilt
-from gamma.core.canonical import parse_ts
-from gamma.core.errors import DuplicateIdError, UnknownReferenceError
-from gamma.core.events import canonical_event, parse_events
-from gamma.core.model import Retract
-from gamma.core.parsed import ParsedLog
-from gamma.core.resolver import resolve_partition
-from gamma.core.version import __version__
+from gamma.core.reading import handbuilt
+from gamma.core.reading.events import canonical_event, parse_events
+from gamma.core.reading.parsed import ParsedLog
+from gamma.core.resolving.resolver import resolve_partition
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.errors import DuplicateIdError, UnknownReferenceError
+from gamma.core.terms.model import Retract
+from gamma.core.terms.version import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
 RECHECK = load_policy(ROOT / "policies" / "recheck.toml")
@@ -1428,7 +1428,7 @@ class TestLowestLevelUnderStrict:
 @pytest.mark.parametrize("size", [0, 1, 255, 256, 257, 600])
 def test_a_list_encoded_in_chunks_is_the_list_encoded_at_once(size: int) -> None:
     """Encoding a resolution's records a chunk at a time changes no byte of the JSON."""
-    from gamma.core.canonical import CHUNK, canonical_list, canonical_text, compact_json
+    from gamma.core.terms.canonical import CHUNK, canonical_list, canonical_text, compact_json
 
     assert CHUNK == 256
     items = [{"fact": f"F{i}", "events": ("e\u00e9", f"e{i}"), "n": i} for i in range(size)]
@@ -1439,7 +1439,7 @@ def test_a_list_encoded_in_chunks_is_the_list_encoded_at_once(size: int) -> None
 def test_the_json_of_a_resolution_is_the_compact_json_of_its_dict() -> None:
     """to_json encodes its records apart from to_dict's lists: the same bytes all the same
     (600 facts of 7 keys: most excluded, more than two chunks)."""
-    from gamma.core.canonical import compact_json
+    from gamma.core.terms.canonical import compact_json
 
     lines = [
         json.dumps(

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import gamma
-from gamma.core.canonical import canonical_json, parse_ts
-from gamma.core.events import parse_actor
-from gamma.core.policy import DEFAULT_POLICY
+from gamma.core.reading.events import parse_actor
+from gamma.core.terms.canonical import canonical_json, parse_ts
+from gamma.core.terms.policy import DEFAULT_POLICY
 from gamma.review import jobs
 from gamma.review.run import Failure, pool, run_review, serial
 from gamma.review.tasks import ReviewDone, ReviewTask, review_job
@@ -298,7 +298,7 @@ def test_bad_line_is_an_input_error_and_nothing_is_published(
 ) -> None:
     """Found by a worker (an unknown field) or by the parent (an id used in another tenant,
     time going backwards): InputError naming the line and field; no file looks complete."""
-    from gamma.core.errors import InputError
+    from gamma.core.terms.errors import InputError
 
     lines = list(LINES)
     lines[line - 1] = edit(lines[line - 1])
@@ -317,7 +317,7 @@ def test_a_bad_line_the_review_does_not_resolve_is_still_an_input_error(
     tmp_path: Path, where: str
 ) -> None:
     """The whole log is held to SPEC §2, as gamma resolve holds it, not only what is resolved."""
-    from gamma.core.errors import InputError
+    from gamma.core.terms.errors import InputError
 
     lines = list(LINES)
     if where == "a tenant with no actor":

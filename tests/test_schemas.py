@@ -26,9 +26,9 @@ from gamma.cli import main
 from gamma.conformance.cases import load_cases
 from gamma.conformance.model import DECIDERS, MODES, SIDES, SUITES
 from gamma.conformance.parse import parse_case
-from gamma.core.decisions import REASON_CODES
-from gamma.core.errors import InputError
-from gamma.core.model import KINDS
+from gamma.core.terms.decisions import REASON_CODES
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import KINDS
 from gamma.data import SCHEMAS, corpus_dir, schema_file
 
 try:  # the extra gamma[mcp]
@@ -263,7 +263,7 @@ def test_mcp_tool_results(tmp_path: Path) -> None:
     defs = load("mcp-results")["$defs"]
     with gamma.Engine.open(store) as engine:
         server = GammaMCP(Binding(engine, json.loads(ALICE.read_text("utf-8")),
-                                  clock=lambda: gamma.core.canonical.parse_at(LATER)))
+                                  clock=lambda: gamma.core.terms.canonical.parse_at(LATER)))
         calls = [("recall", {}), ("recall", {"keys": ["discount", "nothing"]}),
                  ("remember", {"key": "tone", "value": "brief", "scope": "helios"}),
                  ("forget", {"fact": "F3", "reason": "stale"}),

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gamma
-from gamma.core.errors import InputError, UnknownFieldError
-from gamma.core.experiences import FACTORIAL_TABLE
+from gamma.core.resolving.experiences import FACTORIAL_TABLE
+from gamma.core.terms.errors import InputError, UnknownFieldError
 from gamma.scoring.metrics import (
     Rate,
     ResponseLine,

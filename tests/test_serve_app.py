@@ -32,7 +32,7 @@ from test_serve_identity import Pki  # noqa: E402
 import gamma  # noqa: E402
 from gamma.audit.checkpoint import generate_key, verify_checkpoint  # noqa: E402
 from gamma.cli import main  # noqa: E402
-from gamma.core.events import load_events  # noqa: E402
+from gamma.core.reading.events import load_events  # noqa: E402
 from gamma.serve.app import ROUTES, create_app  # noqa: E402
 from gamma.serve.config import ServeConfig  # noqa: E402
 from gamma.serve.endpoints import HANDLERS  # noqa: E402

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 import gamma
-from gamma.core.engine import EngineState
-from gamma.core.errors import InputError
-from gamma.core.model import Actor
-from gamma.core.policy import DEFAULT_POLICY
+from gamma.core.incremental.engine import EngineState
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Actor
+from gamma.core.terms.policy import DEFAULT_POLICY
 from gamma.serve import authzen
 from gamma.serve.errors import Forbidden
 from gamma.serve.types import Caller, View

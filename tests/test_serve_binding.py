@@ -11,9 +11,9 @@ import pytest
 from helpers import A, G, R, V, X, actor, stamp, ts
 
 from gamma import Engine
-from gamma.core.canonical import parse_at
-from gamma.core.decisions import Admitted, Excluded
-from gamma.core.errors import InputError, UnknownReferenceError
+from gamma.core.terms.canonical import parse_at
+from gamma.core.terms.decisions import Admitted, Excluded
+from gamma.core.terms.errors import InputError, UnknownReferenceError
 from gamma.integrations.binding import Binding, visible_decision
 from gamma.serve import authzen, endpoints
 from gamma.serve.types import Caller

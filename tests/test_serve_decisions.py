@@ -24,9 +24,9 @@ import pytest
 from helpers import A, R, actor
 
 from gamma.cli import main
-from gamma.core.canonical import format_ts
-from gamma.core.engine import EngineState
-from gamma.core.errors import InputError
+from gamma.core.incremental.engine import EngineState
+from gamma.core.terms.canonical import format_ts
+from gamma.core.terms.errors import InputError
 from gamma.serve.errors import Forbidden
 from gamma.serve.freshness import Token
 from gamma.serve.replay import Refusal, replay_decisions, statuses_only

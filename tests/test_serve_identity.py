@@ -34,15 +34,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gamma.core.errors import (
+from gamma.core.terms.errors import (
     ActorError,
     InputError,
     MissingFieldError,
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.core.model import Actor
-from gamma.core.policy import DEFAULT_POLICY
+from gamma.core.terms.model import Actor
+from gamma.core.terms.policy import DEFAULT_POLICY
 from gamma.serve.errors import Unauthenticated
 from gamma.serve.identity import Callers, authenticate, new_token, token_sha256
 from gamma.serve.tls import TLSProtocol, client_certificate, ssl_options

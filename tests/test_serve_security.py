@@ -26,7 +26,7 @@ from serve_process import write_callers  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 from test_serve_app import ALICE, CALLERS, evaluation, make_store  # noqa: E402
 
-from gamma.core.engine import EngineState  # noqa: E402
+from gamma.core.incremental.engine import EngineState  # noqa: E402
 from gamma.integrations.binding import NO_SUCH_FACT  # noqa: E402
 from gamma.serve.app import create_app  # noqa: E402
 from gamma.serve.config import ServeConfig  # noqa: E402

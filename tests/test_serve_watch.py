@@ -20,9 +20,9 @@ from serve_process import serving, write_callers
 from strategies import actors, logs
 
 from gamma import Engine, Event, Policy, parse_actor, parse_events, resolve
-from gamma.core.canonical import compact_json
-from gamma.core.errors import InputError
-from gamma.core.policy import DEFAULT_POLICY
+from gamma.core.terms.canonical import compact_json
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.policy import DEFAULT_POLICY
 from gamma.data import policy_by_name
 from gamma.serve import watch
 from gamma.serve.errors import NotFresh

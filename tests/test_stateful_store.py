@@ -22,8 +22,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from strategies import Log, actors, extensions, malformed_logs, policies, probe_times
 
 import gamma
-from gamma.core.canonical import canonical_json, format_ts, parse_ts
-from gamma.core.chain import head_of
+from gamma.core.integrity.chain import head_of
+from gamma.core.terms.canonical import canonical_json, format_ts, parse_ts
 from gamma.storage.store import Store
 
 KEY = b"a key of at least sixteen bytes"

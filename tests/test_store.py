@@ -17,9 +17,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from strategies import Log, Malformed, logs, malformed_logs, written_jsonl
 
-from gamma.core.canonical import canonical_json, format_ts
-from gamma.core.chain import GENESIS_HEX, head_of
-from gamma.core.errors import (
+from gamma.core.integrity.chain import GENESIS_HEX, head_of
+from gamma.core.reading.events import canonical_event, parse_events
+from gamma.core.terms.canonical import canonical_json, format_ts
+from gamma.core.terms.errors import (
     DuplicateIdError,
     InputError,
     IntegrityError,
@@ -30,8 +31,7 @@ from gamma.core.errors import (
     UnknownReferenceError,
     ValueTypeError,
 )
-from gamma.core.events import canonical_event, parse_events
-from gamma.core.policy import DEFAULT_POLICY, parse_policy
+from gamma.core.terms.policy import DEFAULT_POLICY, parse_policy
 from gamma.storage.migrations import (
     LATEST,
     MIGRATIONS,
@@ -891,8 +891,8 @@ class TestReadOnly:
 def test_a_full_read_carries_the_heads_of_what_it_returns(log_: Log, cut: int) -> None:
     """Γ takes a store read's heads as they are, so they must be the events' own: the chain
     head and the tree head of exactly the events returned (all of them, or those by ``until``)."""
-    from gamma.core.merkle import tree_head_of
-    from gamma.core.parsed import ParsedLog
+    from gamma.core.integrity.merkle import tree_head_of
+    from gamma.core.reading.parsed import ParsedLog
 
     with tempfile.TemporaryDirectory() as tmp:
         with Store.init(Path(tmp) / "s.db", policy=log_.policy) as written:

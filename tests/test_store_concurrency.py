@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import gamma
-from gamma.core.events import parse_events
+from gamma.core.reading.events import parse_events
 from gamma.storage.store import Store
 
 WRITERS = 4

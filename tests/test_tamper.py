@@ -27,11 +27,11 @@ from helpers import A, R, X, stamp
 import gamma
 from gamma.audit.checkpoint import generate_key
 from gamma.cli import cli, main
-from gamma.core.canonical import parse_ts
-from gamma.core.chain import GENESIS, keyed_step, step
-from gamma.core.errors import GammaError, InputError, IntegrityError
-from gamma.core.events import canonical_event, parse_events
-from gamma.core.merkle import CompactRange, tree_head_of
+from gamma.core.integrity.chain import GENESIS, keyed_step, step
+from gamma.core.integrity.merkle import CompactRange, tree_head_of
+from gamma.core.reading.events import canonical_event, parse_events
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.errors import GammaError, InputError, IntegrityError
 from gamma.storage.migrations import ts_micros
 from gamma.storage.proofs import prove_inclusion, tree_head, verify_inclusion
 from gamma.storage.sources import open_log

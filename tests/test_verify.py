@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from helpers import A, R, stamp
 
-from gamma.core.chain import GENESIS_HEX, head_of, step
-from gamma.core.errors import InputError, JSONSyntaxError
-from gamma.core.events import canonical_event, parse_events
-from gamma.core.merkle import CompactRange
+from gamma.core.integrity.chain import GENESIS_HEX, head_of, step
+from gamma.core.integrity.merkle import CompactRange
+from gamma.core.reading.events import canonical_event, parse_events
+from gamma.core.terms.errors import InputError, JSONSyntaxError
 from gamma.storage.migrations import ts_micros
 from gamma.storage.sources import verify_path
 from gamma.storage.store import Store
@@ -459,7 +459,7 @@ class TestExpectPolicy:
     """SPEC §9.6: --expect-policy D: a store's recorded policy must be D (exit 1 otherwise)."""
 
     def test_cli(self, path: Path, tmp_path: Path) -> None:
-        from gamma.core.policy import DEFAULT_POLICY
+        from gamma.core.terms.policy import DEFAULT_POLICY
 
         assert cli("verify", str(path), "--expect-policy", DEFAULT_POLICY.digest).returncode == 0
         other = cli("verify", str(path), "--expect-policy", "ab" * 32)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from gamma.core.errors import InputError
+from gamma.core.terms.errors import InputError
 
 __all__ = [
     "MAX_SIGNATURES",

@@ -34,8 +34,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from gamma.audit._note import b64decode, is_key_name, open_note, read_note, sign_note
-from gamma.core.errors import InputError
-from gamma.core.merkle import TreeHead
+from gamma.core.integrity.merkle import TreeHead
+from gamma.core.terms.errors import InputError
 from gamma.storage.proofs import prove_consistency, recomputed_heads
 
 __all__ = [

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import attrs
 
-from gamma.core.canonical import canonical_json
-from gamma.core.render import inert
+from gamma.core.resolving.render import inert
+from gamma.core.terms.canonical import canonical_json
 
 __all__ = [
     "AuditDiff", "Change", "ExperienceChange", "FactChange", "IgnoredChange", "Outcome",

@@ -28,12 +28,16 @@ from typing import Any
 
 import attrs
 
-from gamma.core.canonical import compact_json, format_ts, parse_ts
-from gamma.core.commitment import erased_copy
-from gamma.core.decisions import Inputs, Reason, Recomputed, Stale
-from gamma.core.derivation import Failure
-from gamma.core.events import parse_actor
-from gamma.core.model import (
+from gamma.core.integrity.commitment import erased_copy
+from gamma.core.reading.events import parse_actor
+from gamma.core.resolving.recompute import failure_of
+from gamma.core.resolving.render import EXPLANATIONS, inert
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.resolving.resolver import resolve
+from gamma.core.terms.canonical import compact_json, format_ts, parse_ts
+from gamma.core.terms.decisions import Inputs, Reason, Recomputed, Stale
+from gamma.core.terms.derivation import Failure
+from gamma.core.terms.model import (
     Actor,
     Assert,
     Erase,
@@ -44,11 +48,7 @@ from gamma.core.model import (
     Retract,
     Revoke,
 )
-from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.recompute import failure_of
-from gamma.core.render import EXPLANATIONS, inert
-from gamma.core.resolution import Resolution
-from gamma.core.resolver import resolve
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 
 __all__ = ["Step", "Counterfactual", "Node", "Explanation", "Index", "Checker", "explain", "explain_in",
            "apply_changes"]

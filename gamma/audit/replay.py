@@ -36,11 +36,17 @@ from gamma.audit.diff import (
     Outcome,
     diff_records,
 )
-from gamma.core.canonical import canonical_json, digest_of, parse_ts
-from gamma.core.chain import head_of
-from gamma.core.commitment import erased_copy
-from gamma.core.convert import first_failure
-from gamma.core.decisions import (
+from gamma.core.integrity.chain import head_of
+from gamma.core.integrity.commitment import erased_copy
+from gamma.core.integrity.merkle import CompactRange, TreeHead, leaf_hash
+from gamma.core.reading.convert import first_failure
+from gamma.core.reading.events import canonical_event, parse_actor
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.resolving.render import inert
+from gamma.core.resolving.resolution import FORMAT, UNDIGESTED, Resolution
+from gamma.core.resolving.resolver import erasures_of, resolve
+from gamma.core.terms.canonical import canonical_json, digest_of, parse_ts
+from gamma.core.terms.decisions import (
     REASON_CODES,
     Admitted,
     Excluded,
@@ -49,7 +55,7 @@ from gamma.core.decisions import (
     Reason,
     UsedReason,
 )
-from gamma.core.errors import (
+from gamma.core.terms.errors import (
     InputError,
     JSONSyntaxError,
     LimitError,
@@ -58,15 +64,9 @@ from gamma.core.errors import (
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.core.events import canonical_event, parse_actor
-from gamma.core.merkle import CompactRange, TreeHead, leaf_hash
-from gamma.core.model import Actor, Assert, Event, heard_by
-from gamma.core.policy import Policy
-from gamma.core.render import inert
-from gamma.core.resolution import FORMAT, UNDIGESTED, Resolution
-from gamma.core.resolver import erasures_of, resolve
-from gamma.core.strictjson import decode_json
-from gamma.core.version import __version__
+from gamma.core.terms.model import Actor, Assert, Event, heard_by
+from gamma.core.terms.policy import Policy
+from gamma.core.terms.version import __version__
 from gamma.data import named_policies
 
 __all__ = [

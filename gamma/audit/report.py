@@ -21,12 +21,12 @@ from datetime import datetime
 
 from gamma.audit.diff import diff_records
 from gamma.audit.explain import Checker, Explanation, Index, Step, explain_in
-from gamma.core.canonical import compact_json, format_ts
-from gamma.core.model import Actor, Event
-from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.render import EXPLANATIONS
-from gamma.core.resolution import Resolution
-from gamma.core.resolver import resolve
+from gamma.core.resolving.render import EXPLANATIONS
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.resolving.resolver import resolve
+from gamma.core.terms.canonical import compact_json, format_ts
+from gamma.core.terms.model import Actor, Event
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 
 __all__ = ["report", "report_pieces"]
 

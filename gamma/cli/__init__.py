@@ -21,8 +21,8 @@ from typing import Any
 import click
 
 from gamma.cli.logs import LEVEL_ENV, OFF, configure, emit, level_from_env
-from gamma.core.errors import GammaError, InputError, IntegrityError, StoreBusyError
-from gamma.core.version import __version__
+from gamma.core.terms.errors import GammaError, InputError, IntegrityError, StoreBusyError
+from gamma.core.terms.version import __version__
 
 __all__ = ["cli", "main", "exit_with", "quiet", "verbose", "warn", "INTERNAL"]
 

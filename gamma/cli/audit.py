@@ -19,8 +19,8 @@ from gamma.audit.replay import diff_records, read_audit, record_policy, replay
 from gamma.cli import exit_with
 from gamma.cli.logs import command
 from gamma.cli.options import STDIN, log_argument, read_log, read_policy
-from gamma.core.errors import PolicyError
-from gamma.core.policy import Policy
+from gamma.core.terms.errors import PolicyError
+from gamma.core.terms.policy import Policy
 from gamma.storage.sources import LoadedLog, open_log
 from gamma.storage.store import is_store
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gamma.core.errors import InputError
+from gamma.core.terms.errors import InputError
 from gamma.storage.store import check_key, read_key_file
 
 __all__ = ["KEY_ENV", "chain_key_option", "key_option", "read_key"]

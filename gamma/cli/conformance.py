@@ -24,8 +24,8 @@ from gamma.cli.score import render_score
 from gamma.conformance.cases import SUITES, load_cases
 from gamma.conformance.readers import READERS
 from gamma.conformance.runner import CaseResult, Report, quote, run
-from gamma.core.canonical import compact_json
-from gamma.core.errors import InputError
+from gamma.core.terms.canonical import compact_json
+from gamma.core.terms.errors import InputError
 from gamma.data import corpus_dir
 from gamma.scoring.metrics import Rate
 

@@ -12,8 +12,8 @@ import click
 from gamma.cli.chainkey import key_option, read_key
 from gamma.cli.logs import command
 from gamma.cli.store import store_argument
-from gamma.core.canonical import canonical_json
-from gamma.core.errors import InputError
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.errors import InputError
 from gamma.storage.store import Store
 
 __all__ = ["erase_command"]

@@ -21,7 +21,7 @@ from gamma.cli.options import (
     unknown_names,
     write_lines,
 )
-from gamma.core.errors import InputError
+from gamma.core.terms.errors import InputError
 from gamma.storage.sources import events_and_policy
 
 __all__ = ["explain_command", "report_command"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gamma.cli.logs import command
-from gamma.core.canonical import compact_json
+from gamma.core.terms.canonical import compact_json
 
 
 @click.group("import")

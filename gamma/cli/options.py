@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 
 import click
 
-from gamma.core.canonical import parse_ts
-from gamma.core.errors import ActorError, InputError, PolicyError
-from gamma.core.events import decode_lines, parse_actor, read_bounded
-from gamma.core.model import Actor, Assert, Event, Grant, Revoke
-from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
-from gamma.core.reader import STDIN, STDIN_SOURCE, read, read_lines
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.events import decode_lines, parse_actor, read_bounded
+from gamma.core.reading.reader import STDIN, STDIN_SOURCE, read, read_lines
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.errors import ActorError, InputError, PolicyError
+from gamma.core.terms.model import Actor, Assert, Event, Grant, Revoke
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy, load_policy
 from gamma.data import POLICY_NAMES, policy_by_name
 
 #: The first 16 bytes of every SQLite file (``store.SQLITE_HEADER``), here so that reading a

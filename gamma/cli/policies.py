@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gamma.cli.logs import command
-from gamma.core.canonical import compact_json
+from gamma.core.terms.canonical import compact_json
 from gamma.data import named_policies, policy_file
 
 __all__ = ["policies_command"]

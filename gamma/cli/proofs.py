@@ -23,9 +23,9 @@ from gamma.cli import exit_with
 from gamma.cli.chainkey import chain_key_option, read_key
 from gamma.cli.logs import command
 from gamma.cli.options import read_bytes, read_text
-from gamma.core.canonical import canonical_json
-from gamma.core.errors import InputError
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.errors import InputError
 from gamma.storage.proofs import (
     parse_consistency,
     parse_inclusion,

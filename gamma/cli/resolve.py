@@ -19,9 +19,9 @@ from gamma.cli.options import (
     read_policy,
     unknown_names,
 )
-from gamma.core.canonical import format_ts
-from gamma.core.collector import collector_paused
-from gamma.core.resolver import resolve
+from gamma.core.resolving.resolver import resolve
+from gamma.core.terms.canonical import format_ts
+from gamma.core.terms.collector import collector_paused
 
 
 @click.command("resolve")

@@ -22,11 +22,11 @@ from gamma.cli import exit_with, quiet, verbose, warn
 from gamma.cli.audit import replay_command as single
 from gamma.cli.logs import command
 from gamma.cli.options import log_argument, policy_option, read_at, read_policy, read_text
-from gamma.core.errors import InputError
-from gamma.core.events import parse_actor
-from gamma.core.model import Actor
-from gamma.core.policy import Policy
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.events import parse_actor
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Actor
+from gamma.core.terms.policy import Policy
 from gamma.integrations import install_hint
 from gamma.review.run import Executor, Failure, Outcome, pool, run_replays, run_review, serial
 from gamma.review.spool import open_source

@@ -23,11 +23,11 @@ from gamma.cli.options import (
     read_policy,
     read_text,
 )
-from gamma.core.canonical import compact_json, format_ts
-from gamma.core.errors import InputError
-from gamma.core.policy import Policy
-from gamma.core.resolver import resolve
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.resolving.resolver import resolve
+from gamma.core.terms.canonical import compact_json, format_ts
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.policy import Policy
 from gamma.scoring.findings import LogFacts, check_response, parse_stated
 from gamma.scoring.metrics import Rate, ResponseLine, parse_responses, score
 

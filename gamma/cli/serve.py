@@ -8,7 +8,7 @@ from gamma.audit.checkpoint import parse_signer
 from gamma.cli.chainkey import KEY_ENV, read_key
 from gamma.cli.logs import command
 from gamma.cli.options import read_text
-from gamma.core.errors import InputError
+from gamma.core.terms.errors import InputError
 from gamma.integrations import install_hint
 from gamma.serve.config import (
     DEFAULT_FRESH_WAIT,

@@ -25,9 +25,9 @@ from gamma.cli.options import (
     read_stdin,
     unknown_names,
 )
-from gamma.core.canonical import canonical_json, parse_ts
-from gamma.core.errors import InputError
-from gamma.core.events import decode_lines, event_line, read_bounded
+from gamma.core.reading.events import decode_lines, event_line, read_bounded
+from gamma.core.terms.canonical import canonical_json, parse_ts
+from gamma.core.terms.errors import InputError
 from gamma.storage.committing import migrate_to_committed
 from gamma.storage.migrations import LATEST
 from gamma.storage.sources import verify_path

@@ -32,9 +32,9 @@ from typing import Any
 import attrs
 
 from gamma.conformance.cases import AXES, Case
-from gamma.core.canonical import canonical_json
-from gamma.core.events import event_to_json
-from gamma.core.model import Assert
+from gamma.core.reading.events import event_to_json
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.model import Assert
 
 __all__ = [
     "GOVERNANCE_FIELDS",

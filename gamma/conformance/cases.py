@@ -35,9 +35,9 @@ from gamma.conformance.model import (
     Expect,
 )
 from gamma.conformance.parse import parse_case
-from gamma.core.errors import DuplicateIdError, InputError, JSONSyntaxError, ValueTypeError
-from gamma.core.model import Event
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.terms.errors import DuplicateIdError, InputError, JSONSyntaxError, ValueTypeError
+from gamma.core.terms.model import Event
 
 __all__ = [
     "APPLICABILITY",

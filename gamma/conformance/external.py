@@ -26,10 +26,10 @@ from typing import IO, Any, Self, cast
 import attrs
 
 from gamma.conformance.cases import VERDICTS, Case
-from gamma.core.decisions import REASON_CODES
-from gamma.core.errors import InputError
-from gamma.core.model import Value
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.terms.decisions import REASON_CODES
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Value
 
 __all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", "parse_reply",
            "request_for"]

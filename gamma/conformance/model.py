@@ -18,13 +18,13 @@ from typing import Any
 
 import attrs
 
-from gamma.core.canonical import format_ts
-from gamma.core.events import event_to_json
-from gamma.core.experiences import FACTORIAL_TABLE as GOVERNANCE_TABLE
-from gamma.core.model import Actor, Event
-from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.resolution import Resolution
-from gamma.core.resolver import resolve
+from gamma.core.reading.events import event_to_json
+from gamma.core.resolving.experiences import FACTORIAL_TABLE as GOVERNANCE_TABLE
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.resolving.resolver import resolve
+from gamma.core.terms.canonical import format_ts
+from gamma.core.terms.model import Actor, Event
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.scoring.grading import Pool
 
 __all__ = [

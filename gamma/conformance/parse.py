@@ -25,19 +25,19 @@ from gamma.conformance.model import (
     Case,
     Expect,
 )
-from gamma.core.canonical import parse_ts
-from gamma.core.decisions import REASON_CODES
-from gamma.core.errors import (
+from gamma.core.reading.events import parse_actor
+from gamma.core.reading.reader import read, read_objects_log
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.decisions import REASON_CODES
+from gamma.core.terms.errors import (
     InputError,
     JSONSyntaxError,
     MissingFieldError,
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.core.events import parse_actor
-from gamma.core.model import Event
-from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
-from gamma.core.reader import read, read_objects_log
+from gamma.core.terms.model import Event
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy, load_policy
 from gamma.data import POLICY_NAMES, policy_by_name
 from gamma.scoring.grading import Pool
 

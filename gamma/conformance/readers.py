@@ -46,9 +46,18 @@ from types import MappingProxyType
 import attrs
 
 from gamma.conformance.cases import Case
-from gamma.core.model import Assert, Event, Experience, Grant, Promote, Revoke, Value, heard_by
-from gamma.core.resolution import Resolution
-from gamma.core.resolver import resolve
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.resolving.resolver import resolve
+from gamma.core.terms.model import (
+    Assert,
+    Event,
+    Experience,
+    Grant,
+    Promote,
+    Revoke,
+    Value,
+    heard_by,
+)
 from gamma.scoring.grading import grade
 
 __all__ = [

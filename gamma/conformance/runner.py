@@ -24,11 +24,11 @@ from gamma.conformance.cases import MODES, Case
 from gamma.conformance.external import ExternalSystem, Reply
 from gamma.conformance.model import Claimed
 from gamma.conformance.readers import READERS, REFUSAL, value_text
-from gamma.core.canonical import format_ts
-from gamma.core.convert import converter
-from gamma.core.decisions import Verdict
-from gamma.core.errors import InputError
-from gamma.core.model import Assert, Experience, Value, heard_by
+from gamma.core.reading.convert import converter
+from gamma.core.terms.canonical import format_ts
+from gamma.core.terms.decisions import Verdict
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Assert, Experience, Value, heard_by
 from gamma.scoring.findings import Violation
 from gamma.scoring.grading import Pool, mentions
 from gamma.scoring.metrics import Rate, ResponseLine, factorial, gbr, judge_lines, pair_table, pool

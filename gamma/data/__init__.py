@@ -10,8 +10,8 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from gamma.core.errors import PolicyError
-from gamma.core.policy import DEFAULT_POLICY, Policy, load_policy
+from gamma.core.terms.errors import PolicyError
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy, load_policy
 
 __all__ = [
     "POLICY_NAMES",

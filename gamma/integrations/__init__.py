@@ -9,7 +9,7 @@ importing this package needs neither. Importing one without its extra raises
 
 from __future__ import annotations
 
-from gamma.core.errors import GammaError
+from gamma.core.terms.errors import GammaError
 
 __all__ = ["INSTALL", "MissingExtraError", "install_hint"]
 

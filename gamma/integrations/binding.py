@@ -25,15 +25,20 @@ from typing import Any, Protocol
 
 import attrs
 
-from gamma.core.canonical import compact_json, format_ts, sha256_hex
-from gamma.core.decisions import VISIBILITY_CODES, Admitted, Excluded, Recomputed
-from gamma.core.engine import Decision
-from gamma.core.errors import InputError, TimestampOrderError, UnknownReferenceError, ValueTypeError
-from gamma.core.events import check_scope, normal_actor
-from gamma.core.model import Actor, Event
-from gamma.core.phases import scope_contains
-from gamma.core.render import EXPLANATIONS
-from gamma.core.resolution import Resolution
+from gamma.core.incremental.engine import Decision
+from gamma.core.reading.events import check_scope, normal_actor
+from gamma.core.resolving.phases import scope_contains
+from gamma.core.resolving.render import EXPLANATIONS
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.terms.canonical import compact_json, format_ts, sha256_hex
+from gamma.core.terms.decisions import VISIBILITY_CODES, Admitted, Excluded, Recomputed
+from gamma.core.terms.errors import (
+    InputError,
+    TimestampOrderError,
+    UnknownReferenceError,
+    ValueTypeError,
+)
+from gamma.core.terms.model import Actor, Event
 from gamma.face import checked
 from gamma.scoring.findings import LogFacts, Validation, check_response, parse_stated
 from gamma.storage.engine import Engine

@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from gamma.core.canonical import canonical_json
-from gamma.core.decisions import Admitted
-from gamma.core.derivation import parse_derivation
-from gamma.core.errors import InputError, ValueTypeError
-from gamma.core.events import check_scope
-from gamma.core.model import Actor, Assert
-from gamma.core.resolution import Resolution
+from gamma.core.reading.events import check_scope
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.decisions import Admitted
+from gamma.core.terms.derivation import parse_derivation
+from gamma.core.terms.errors import InputError, ValueTypeError
+from gamma.core.terms.model import Actor, Assert
 from gamma.face import checked
 from gamma.integrations import MissingExtraError
 from gamma.integrations.binding import Binding

@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gamma.core.canonical import format_ts
-from gamma.core.errors import GammaError, InputError
-from gamma.core.model import KINDS
-from gamma.core.version import __version__
+from gamma.core.terms.canonical import format_ts
+from gamma.core.terms.errors import GammaError, InputError
+from gamma.core.terms.model import KINDS
+from gamma.core.terms.version import __version__
 from gamma.integrations import MissingExtraError
 from gamma.integrations.binding import Binding, Forgotten, Written, relied_record
 

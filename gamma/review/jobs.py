@@ -8,11 +8,11 @@ from typing import Any
 import attrs
 
 from gamma.audit.diff import diff_records
-from gamma.core.canonical import compact_json, format_ts
-from gamma.core.merkle import TreeHead
-from gamma.core.model import Actor, Event
-from gamma.core.policy import Policy
-from gamma.core.resolver import resolve_partition
+from gamma.core.integrity.merkle import TreeHead
+from gamma.core.resolving.resolver import resolve_partition
+from gamma.core.terms.canonical import compact_json, format_ts
+from gamma.core.terms.model import Actor, Event
+from gamma.core.terms.policy import Policy
 
 __all__ = ["Partition", "TenantResult", "review_tenant"]
 

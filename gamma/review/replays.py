@@ -15,13 +15,13 @@ import attrs
 
 from gamma.audit.diff import diff_records
 from gamma.audit.replay import ReplayResult, record_digest
-from gamma.core.canonical import parse_ts
-from gamma.core.events import parse_actor
-from gamma.core.merkle import TreeHead
-from gamma.core.model import Event
-from gamma.core.policy import Policy
-from gamma.core.resolver import resolve_partition
-from gamma.core.version import __version__
+from gamma.core.integrity.merkle import TreeHead
+from gamma.core.reading.events import parse_actor
+from gamma.core.resolving.resolver import resolve_partition
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.model import Event
+from gamma.core.terms.policy import Policy
+from gamma.core.terms.version import __version__
 
 __all__ = ["RecordTask", "ReplayPartition", "RecordOutcome", "replay_tenant"]
 

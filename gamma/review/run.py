@@ -26,10 +26,10 @@ from typing import Any
 import attrs
 
 from gamma.audit.replay import record_policy
-from gamma.core.canonical import canonical_json, compact_json, format_ts, parse_ts
-from gamma.core.errors import GammaError, InputError
-from gamma.core.model import Actor
-from gamma.core.policy import Policy
+from gamma.core.terms.canonical import canonical_json, compact_json, format_ts, parse_ts
+from gamma.core.terms.errors import GammaError, InputError
+from gamma.core.terms.model import Actor
+from gamma.core.terms.policy import Policy
 from gamma.review.replays import RecordOutcome, RecordTask
 from gamma.review.spool import Log, LogLike, Split, open_source, split, tenant_file
 from gamma.review.tasks import (

@@ -22,9 +22,13 @@ from urllib.parse import quote
 
 import attrs
 
-from gamma.core.canonical import compact_json, format_ts, parse_ts
-from gamma.core.commitment import chain_object
-from gamma.core.errors import (
+from gamma.core.integrity.commitment import chain_object
+from gamma.core.integrity.heads import Heads
+from gamma.core.integrity.merkle import TreeHead
+from gamma.core.reading.events import EMPTY_FILE, canonical_event, event_line
+from gamma.core.reading.reader import read_line
+from gamma.core.terms.canonical import compact_json, format_ts, parse_ts
+from gamma.core.terms.errors import (
     DuplicateIdError,
     InputError,
     IntegrityError,
@@ -32,13 +36,9 @@ from gamma.core.errors import (
     LimitError,
     TimestampOrderError,
 )
-from gamma.core.events import EMPTY_FILE, canonical_event, event_line
-from gamma.core.heads import Heads
-from gamma.core.limits import MAX_LINE_BYTES
-from gamma.core.merkle import TreeHead
-from gamma.core.model import Event
-from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.reader import read_line
+from gamma.core.terms.limits import MAX_LINE_BYTES
+from gamma.core.terms.model import Event
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.storage.store import Store, is_store
 
 __all__ = ["Split", "split", "Log", "LogLike", "open_source", "tenant_file"]

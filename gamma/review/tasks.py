@@ -18,12 +18,12 @@ from typing import Any
 
 import attrs
 
-from gamma.core.canonical import compact_json
-from gamma.core.events import check_names
-from gamma.core.merkle import TreeHead
-from gamma.core.model import Actor, Event
-from gamma.core.policy import Policy
-from gamma.core.reader import read_numbered
+from gamma.core.integrity.merkle import TreeHead
+from gamma.core.reading.events import check_names
+from gamma.core.reading.reader import read_numbered
+from gamma.core.terms.canonical import compact_json
+from gamma.core.terms.model import Actor, Event
+from gamma.core.terms.policy import Policy
 from gamma.review.jobs import Partition, review_tenant
 from gamma.review.replays import RecordOutcome, RecordTask, ReplayPartition, replay_tenant
 from gamma.review.spool import tenant_file

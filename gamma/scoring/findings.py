@@ -27,12 +27,12 @@ from typing import Any
 
 import attrs
 
-from gamma.core.decisions import VISIBILITY_CODES, Admitted, Recomputed
-from gamma.core.errors import InputError
-from gamma.core.model import Actor, Assert, Event
-from gamma.core.policy import Policy
-from gamma.core.resolution import Resolution
-from gamma.core.resolver import resolve
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.resolving.resolver import resolve
+from gamma.core.terms.decisions import VISIBILITY_CODES, Admitted, Recomputed
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Actor, Assert, Event
+from gamma.core.terms.policy import Policy
 from gamma.scoring.forms import Form, Hit, View, forms_of
 from gamma.scoring.tokens import Token, extract, find, value_tokens
 

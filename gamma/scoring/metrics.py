@@ -17,17 +17,17 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
-from gamma.core.canonical import canonical_json, compact_json, format_ts, parse_ts
-from gamma.core.convert import check_keys, converter, first_failure
-from gamma.core.decisions import SUBSTITUTING_CODES
-from gamma.core.errors import InputError
-from gamma.core.events import parse_actor
-from gamma.core.experiences import expected_verdict
-from gamma.core.model import Event
-from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.resolution import Resolution
-from gamma.core.resolver import resolve
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.convert import check_keys, converter, first_failure
+from gamma.core.reading.events import parse_actor
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.resolving.experiences import expected_verdict
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.resolving.resolver import resolve
+from gamma.core.terms.canonical import canonical_json, compact_json, format_ts, parse_ts
+from gamma.core.terms.decisions import SUBSTITUTING_CODES
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Event
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.scoring.findings import (
     LogFacts,
     Stated,

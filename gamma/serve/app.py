@@ -56,9 +56,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gamma.core.canonical import canonical_bytes, compact_json
-from gamma.core.errors import InputError, StoreBusyError
-from gamma.core.strictjson import decode_json
+from gamma.core.reading.strictjson import decode_json
+from gamma.core.terms.canonical import canonical_bytes, compact_json
+from gamma.core.terms.errors import InputError, StoreBusyError
 from gamma.serve import authzen, watch
 from gamma.serve.config import CONFIG_ENV, ServeConfig
 from gamma.serve.errors import DecisionLogError, Forbidden, ServeError

@@ -22,17 +22,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from gamma.core.canonical import parse_at
-from gamma.core.decisions import VISIBILITY_CODES, Admitted, Excluded
-from gamma.core.errors import (
+from gamma.core.reading.events import normal_actor, parse_actor
+from gamma.core.terms.canonical import parse_at
+from gamma.core.terms.decisions import VISIBILITY_CODES, Admitted, Excluded
+from gamma.core.terms.errors import (
     ActorError,
     InputError,
     MissingFieldError,
     ValueTypeError,
 )
-from gamma.core.events import normal_actor, parse_actor
-from gamma.core.model import Actor
-from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.terms.model import Actor
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.integrations.binding import NO_SUCH_FACT, visible_decision
 from gamma.serve.errors import Forbidden
 from gamma.serve.types import Caller, View

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from gamma.core.errors import InputError
+from gamma.core.terms.errors import InputError
 
 __all__ = ["CONFIG_ENV", "ServeConfig", "DEFAULT_MAX_BODY", "DEFAULT_TIMEOUT", "DEFAULT_FRESH_WAIT",
            "DEFAULT_MAX_CONNECTIONS", "DEFAULT_KEEP_ALIVE"]

@@ -23,11 +23,16 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from gamma.audit.explain import explain as explain_fact
-from gamma.core.canonical import compact_json, parse_at
-from gamma.core.convert import converter
-from gamma.core.errors import DuplicateIdError, InputError, UnknownReferenceError, ValueTypeError
-from gamma.core.events import canonical_event, normal_actor
-from gamma.core.model import Actor, Event
+from gamma.core.reading.convert import converter
+from gamma.core.reading.events import canonical_event, normal_actor
+from gamma.core.terms.canonical import compact_json, parse_at
+from gamma.core.terms.errors import (
+    DuplicateIdError,
+    InputError,
+    UnknownReferenceError,
+    ValueTypeError,
+)
+from gamma.core.terms.model import Actor, Event
 from gamma.integrations.binding import (
     NO_SUCH_FACT,
     Binding,

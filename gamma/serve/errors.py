@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gamma.core.errors import GammaError
+from gamma.core.terms.errors import GammaError
 
 __all__ = ["ServeError", "Unauthenticated", "Forbidden", "NotFresh", "DecisionLogError"]
 

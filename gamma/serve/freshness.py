@@ -24,9 +24,9 @@ from typing import Protocol, Self
 
 import attrs
 
-from gamma.core.canonical import MAX_SAFE_INT
-from gamma.core.errors import ValueTypeError
-from gamma.core.merkle import TreeHead
+from gamma.core.integrity.merkle import TreeHead
+from gamma.core.terms.canonical import MAX_SAFE_INT
+from gamma.core.terms.errors import ValueTypeError
 from gamma.storage.decisions import TOKEN_KEY_BYTES
 
 __all__ = ["Token", "PREFIX", "KEY_BYTES", "token_mac"]

@@ -19,15 +19,15 @@ from typing import Any
 
 import attrs
 
-from gamma.core.errors import (
+from gamma.core.reading.events import parse_actor
+from gamma.core.terms.errors import (
     ActorError,
     InputError,
     MissingFieldError,
     UnknownFieldError,
     ValueTypeError,
 )
-from gamma.core.events import parse_actor
-from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.serve.errors import Unauthenticated
 from gamma.serve.types import Caller
 

@@ -30,12 +30,12 @@ from typing import Any
 import attrs
 import orjson
 
-from gamma.core.canonical import canonical_bytes, canonical_text, parse_at
-from gamma.core.engine import EngineState
-from gamma.core.errors import InputError
-from gamma.core.events import event_line, normal_actor
-from gamma.core.model import Assert, Erase, Event, Experience
-from gamma.core.reader import read_object, read_objects
+from gamma.core.incremental.engine import EngineState
+from gamma.core.reading.events import event_line, normal_actor
+from gamma.core.reading.reader import read_object, read_objects
+from gamma.core.terms.canonical import canonical_bytes, canonical_text, parse_at
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Assert, Erase, Event, Experience
 from gamma.serve.endpoints import request_time
 from gamma.serve.errors import Forbidden
 from gamma.serve.freshness import Token

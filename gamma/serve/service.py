@@ -50,13 +50,13 @@ from typing import Any, TypeVar
 import attrs
 
 from gamma.audit.checkpoint import SignerKey, parse_signer, sign_checkpoint
-from gamma.core.canonical import format_ts
-from gamma.core.convert import converter
-from gamma.core.engine import EngineState
-from gamma.core.errors import InputError
-from gamma.core.merkle import prove_inclusion
-from gamma.core.model import Event
-from gamma.core.policy import Policy
+from gamma.core.incremental.engine import EngineState
+from gamma.core.integrity.merkle import prove_inclusion
+from gamma.core.reading.convert import converter
+from gamma.core.terms.canonical import format_ts
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Event
+from gamma.core.terms.policy import Policy
 from gamma.serve import endpoints
 from gamma.serve.errors import DecisionLogError, Forbidden, NotFresh, ServeError
 from gamma.serve.freshness import Token

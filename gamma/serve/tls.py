@@ -20,7 +20,7 @@ from typing import Any
 from cryptography import x509
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from gamma.core.errors import InputError
+from gamma.core.terms.errors import InputError
 
 __all__ = ["TLSProtocol", "ssl_options", "client_certificate", "tls_extension"]
 

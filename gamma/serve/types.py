@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 import attrs
 
-from gamma.core.engine import Decision
-from gamma.core.model import Actor
-from gamma.core.policy import Policy
-from gamma.core.resolution import Resolution
+from gamma.core.incremental.engine import Decision
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.terms.model import Actor
+from gamma.core.terms.policy import Policy
 
 __all__ = ["Caller", "View", "Handler"]
 

@@ -47,13 +47,13 @@ from typing import Any, Protocol
 
 import anyio.to_thread
 
-from gamma.core.canonical import compact_json
-from gamma.core.decisions import VISIBILITY_CODES, Admitted
-from gamma.core.engine import EngineState
-from gamma.core.errors import InputError
-from gamma.core.model import Actor, Assert, Event
-from gamma.core.policy import Policy
-from gamma.core.resolution import Resolution
+from gamma.core.incremental.engine import EngineState
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.terms.canonical import compact_json
+from gamma.core.terms.decisions import VISIBILITY_CODES, Admitted
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Actor, Assert, Event
+from gamma.core.terms.policy import Policy
 from gamma.integrations.binding import relied_record
 from gamma.serve.errors import NotFresh
 from gamma.serve.freshness import Token

@@ -19,15 +19,15 @@ from typing import Any, NamedTuple
 import orjson
 from sqlite_utils import Database
 
-from gamma.core.canonical import compact_json, format_ts
-from gamma.core.chain import GENESIS_HEX, keyed_step, step, step_bytes
-from gamma.core.commitment import new_salt
-from gamma.core.errors import InputError, IntegrityError, StoreError, ValueTypeError
-from gamma.core.events import canonical_event
-from gamma.core.merkle import leaf_hash
-from gamma.core.model import Assert, Erase, Event, Experience, Migrate
-from gamma.core.policy import Policy
-from gamma.core.reader import read_object, read_objects
+from gamma.core.integrity.chain import GENESIS_HEX, keyed_step, step, step_bytes
+from gamma.core.integrity.commitment import new_salt
+from gamma.core.integrity.merkle import leaf_hash
+from gamma.core.reading.events import canonical_event
+from gamma.core.reading.reader import read_object, read_objects
+from gamma.core.terms.canonical import compact_json, format_ts
+from gamma.core.terms.errors import InputError, IntegrityError, StoreError, ValueTypeError
+from gamma.core.terms.model import Assert, Erase, Event, Experience, Migrate
+from gamma.core.terms.policy import Policy
 from gamma.storage._opening import read_meta
 from gamma.storage.migrations import LATEST, from_micros, schema_rows, ts_micros
 from gamma.storage.seal import seal_problem
@@ -79,7 +79,7 @@ class Tail(NamedTuple):
 
 
 class SqlIndex:
-    """The LogIndex of gamma.core.events answered by indexed queries on the events table."""
+    """The LogIndex of gamma.core.reading.events answered by indexed queries on the events table."""
 
     def __init__(self, db: Database, last_ts: datetime | None) -> None:
         self._db = db

@@ -7,7 +7,7 @@ import hashlib
 import hmac
 from pathlib import Path
 
-from gamma.core.errors import InputError, StoreError
+from gamma.core.terms.errors import InputError, StoreError
 
 __all__ = ["MAX_KEY_FILE_BYTES", "MIN_KEY_BYTES", "check_key", "key_check", "read_key_file", "writer_key"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from gamma.core.errors import InputError, StoreBusyError, StoreError
+from gamma.core.terms.errors import InputError, StoreBusyError, StoreError
 from gamma.storage.migrations import LATEST, current_version, migrate
 from gamma.storage.readonly import read_only_connection
 

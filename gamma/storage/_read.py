@@ -10,13 +10,13 @@ from typing import Any
 
 import orjson
 
-from gamma.core.chain import step_bytes
-from gamma.core.commitment import commit
-from gamma.core.errors import InputError, IntegrityError
-from gamma.core.logcheck import LogIndex, check_events
-from gamma.core.merkle import TreeBuilder
-from gamma.core.model import Assert, Event
-from gamma.core.reader import read_stored
+from gamma.core.integrity.chain import step_bytes
+from gamma.core.integrity.commitment import commit
+from gamma.core.integrity.merkle import TreeBuilder
+from gamma.core.reading.logcheck import LogIndex, check_events
+from gamma.core.reading.reader import read_stored
+from gamma.core.terms.errors import InputError, IntegrityError
+from gamma.core.terms.model import Assert, Event
 
 __all__ = ["READ", "READ_JOINED", "check_stored"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from gamma.core.errors import InputError, IntegrityError, StoreError, ValueTypeError
+from gamma.core.terms.errors import InputError, IntegrityError, StoreError, ValueTypeError
 from gamma.storage.store import Store
 
 __all__ = ["MigrateResult", "migrate_to_committed"]

@@ -53,11 +53,11 @@ from typing import Any, Literal, Self
 import attrs
 import orjson
 
-from gamma.core.canonical import canonical_bytes, canonical_text
-from gamma.core.commitment import is_hex_digest, new_salt
-from gamma.core.errors import InputError, IntegrityError, StoreBusyError, StoreError
-from gamma.core.model import Value
-from gamma.core.render import inert
+from gamma.core.integrity.commitment import is_hex_digest, new_salt
+from gamma.core.resolving.render import inert
+from gamma.core.terms.canonical import canonical_bytes, canonical_text
+from gamma.core.terms.errors import InputError, IntegrityError, StoreBusyError, StoreError
+from gamma.core.terms.model import Value
 from gamma.storage._opening import hold, is_store, release
 from gamma.storage.readonly import read_only_connection
 

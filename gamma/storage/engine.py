@@ -1,7 +1,7 @@
 """``gamma.Engine``: Γ kept open over a growing log, in memory or backed by a store.
 
 The in-memory state (validated events, the validation index, chain heads,
-per-tenant folds) is ``gamma.core.engine.EngineState``; this class adds the
+per-tenant folds) is ``gamma.core.incremental.engine.EngineState``; this class adds the
 sources: a JSONL file read once, or a store whose new rows ``refresh`` reads
 (and only those), and to which ``append`` writes in the batch semantics of
 ``Store.append``.
@@ -16,14 +16,14 @@ from threading import RLock
 from types import TracebackType
 from typing import Self
 
-from gamma.core.engine import Batch, Decision, EngineState
-from gamma.core.errors import InputError, StoreError
-from gamma.core.events import check_names
-from gamma.core.merkle import TreeHead
-from gamma.core.model import Actor, Event
-from gamma.core.policy import Policy
-from gamma.core.reader import read
-from gamma.core.resolution import Resolution
+from gamma.core.incremental.engine import Batch, Decision, EngineState
+from gamma.core.integrity.merkle import TreeHead
+from gamma.core.reading.events import check_names
+from gamma.core.reading.reader import read
+from gamma.core.resolving.resolution import Resolution
+from gamma.core.terms.errors import InputError, StoreError
+from gamma.core.terms.model import Actor, Event
+from gamma.core.terms.policy import Policy
 from gamma.face import checked
 from gamma.storage.store import AppendResult, EraseResult, Store, is_store
 

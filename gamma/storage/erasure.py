@@ -47,15 +47,15 @@ import attrs
 import orjson
 from sqlite_utils import Database
 
-from gamma.core.canonical import canonical_json
-from gamma.core.errors import (
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.errors import (
     DuplicateIdError,
     InputError,
     StoreBusyError,
     UnknownReferenceError,
     ValueTypeError,
 )
-from gamma.core.policy import Policy
+from gamma.core.terms.policy import Policy
 
 __all__ = [
     "STEPS",

@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 import attrs
 from sqlite_utils import Database
 
-from gamma.core.errors import IntegrityError, StoreError
-from gamma.core.merkle import CompactRange
+from gamma.core.integrity.merkle import CompactRange
+from gamma.core.terms.errors import IntegrityError, StoreError
 from gamma.storage.seal import (
     SEAL,
     STORE_KEYED_SEAL,

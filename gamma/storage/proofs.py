@@ -18,12 +18,9 @@ from typing import Any
 
 import orjson
 
-from gamma.core import merkle
-from gamma.core.canonical import canonical_json
-from gamma.core.commitment import chain_object
-from gamma.core.errors import GammaError, InputError, IntegrityError, StoreError, ValueTypeError
-from gamma.core.events import canonical_event
-from gamma.core.merkle import (
+from gamma.core.integrity import merkle
+from gamma.core.integrity.commitment import chain_object
+from gamma.core.integrity.merkle import (
     CompactRange,
     ConsistencyProof,
     InclusionProof,
@@ -32,8 +29,17 @@ from gamma.core.merkle import (
     TreeHead,
     leaf_hash,
 )
-from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.reader import read
+from gamma.core.reading.events import canonical_event
+from gamma.core.reading.reader import read
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.errors import (
+    GammaError,
+    InputError,
+    IntegrityError,
+    StoreError,
+    ValueTypeError,
+)
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.storage.store import Store, is_store
 
 __all__ = [

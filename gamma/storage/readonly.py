@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from gamma.core.errors import StoreError
+from gamma.core.terms.errors import StoreError
 
 __all__ = ["read_only_connection"]
 

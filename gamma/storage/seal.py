@@ -20,10 +20,10 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 
-from gamma.core.canonical import canonical_json
-from gamma.core.chain import GENESIS, keyed_step, step
-from gamma.core.errors import GammaError
-from gamma.core.policy import Policy
+from gamma.core.integrity.chain import GENESIS, keyed_step, step
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.errors import GammaError
+from gamma.core.terms.policy import Policy
 
 __all__ = [
     "KEYED_SEAL",

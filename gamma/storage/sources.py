@@ -10,11 +10,11 @@ from pathlib import Path
 
 import attrs
 
-from gamma.core.errors import InputError
-from gamma.core.events import check_names
-from gamma.core.model import Event
-from gamma.core.policy import DEFAULT_POLICY, Policy
-from gamma.core.reader import read
+from gamma.core.reading.events import check_names
+from gamma.core.reading.reader import read
+from gamma.core.terms.errors import InputError
+from gamma.core.terms.model import Event
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.storage.store import Store, is_store
 from gamma.storage.verify import VerifyReport, verify_file
 

@@ -31,14 +31,14 @@ from typing import Any, Self
 import attrs
 from sqlite_utils import Database
 
-from gamma.core.canonical import canonical_json
-from gamma.core.chain import GENESIS_HEX
-from gamma.core.errors import DuplicateIdError, InputError, IntegrityError, StoreError
-from gamma.core.logcheck import LogIndex, MemoryIndex, validate_log
-from gamma.core.merkle import TreeBuilder
-from gamma.core.model import Event
-from gamma.core.parsed import ParsedLog
-from gamma.core.policy import DEFAULT_POLICY, Policy
+from gamma.core.integrity.chain import GENESIS_HEX
+from gamma.core.integrity.merkle import TreeBuilder
+from gamma.core.reading.logcheck import LogIndex, MemoryIndex, validate_log
+from gamma.core.reading.parsed import ParsedLog
+from gamma.core.terms.canonical import canonical_json
+from gamma.core.terms.errors import DuplicateIdError, InputError, IntegrityError, StoreError
+from gamma.core.terms.model import Event
+from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.storage._append import (
     COLUMNS,
     Appendable,
@@ -348,7 +348,7 @@ class Store:
         """
         if since != 0 or index is not None:
             return tuple(self.read(since=since, until=until, index=index)[0])
-        # read from the start and re-checked as a whole: a valid log (gamma.core.parsed), with
+        # read from the start and re-checked as a whole: a valid log (gamma.core.reading.parsed), with
         # the chain head its rows were just checked against and the tree over their bodies
         tree = TreeBuilder()
         events, heads = self.read(until=until, tree=tree)
@@ -407,7 +407,7 @@ class Store:
     def export(self) -> Iterator[str]:
         """Every event's JSONL line, in order, one string per line (no newline): its canonical
         JSON, with a committed value and its salt beside its commitment while they are kept
-        (``gamma.core.events.event_line``; its chain bytes are ``bodies``)."""
+        (``gamma.core.reading.events.event_line``; its chain bytes are ``bodies``)."""
         for line, _ in self.export_pairs():
             yield line
 

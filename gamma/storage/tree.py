@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from gamma.core.errors import StoreError
-from gamma.core.merkle import CompactRange, leaf_hash, perfect_nodes, subtree_hash
-from gamma.core.merkle import TreeHead as TreeHead
+from gamma.core.integrity.merkle import CompactRange, leaf_hash, perfect_nodes, subtree_hash
+from gamma.core.integrity.merkle import TreeHead as TreeHead
+from gamma.core.terms.errors import StoreError
 
 __all__ = ["StoredTree", "tree_rows"]
 

@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 from sqlite_utils import Database
 
-from gamma.core.canonical import canonical_json, compact_json
-from gamma.core.commitment import commit, is_hex_digest
-from gamma.core.model import Assert, Event
+from gamma.core.integrity.commitment import commit, is_hex_digest
+from gamma.core.terms.canonical import canonical_json, compact_json
+from gamma.core.terms.model import Assert, Event
 
 __all__ = [
     "COMMITTED",
@@ -59,7 +59,7 @@ def is_committed(meta: Mapping[str, str]) -> bool:
 
 
 def line_of(body: str, salt: str | None, value: str | None) -> str:
-    """The JSONL line of a stored event (``gamma.core.events.event_line``): its body, with its
+    """The JSONL line of a stored event (``gamma.core.reading.events.event_line``): its body, with its
     value and salt joined back while they are kept; an erased or plaintext event is its body."""
     if salt is None or value is None:
         return body

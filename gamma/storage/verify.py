@@ -26,15 +26,15 @@ import attrs
 import orjson
 from sqlite_utils import Database
 
-from gamma.core.canonical import parse_ts
-from gamma.core.chain import GENESIS, GENESIS_HEX, keyed_step, step
-from gamma.core.errors import InputError, IntegrityError
-from gamma.core.events import canonical_event
-from gamma.core.logcheck import MemoryIndex
-from gamma.core.merkle import CompactRange, leaf_hash
-from gamma.core.model import Assert, Erase
-from gamma.core.policy import Policy
-from gamma.core.reader import read_bounded, read_each
+from gamma.core.integrity.chain import GENESIS, GENESIS_HEX, keyed_step, step
+from gamma.core.integrity.merkle import CompactRange, leaf_hash
+from gamma.core.reading.events import canonical_event
+from gamma.core.reading.logcheck import MemoryIndex
+from gamma.core.reading.reader import read_bounded, read_each
+from gamma.core.terms.canonical import parse_ts
+from gamma.core.terms.errors import InputError, IntegrityError
+from gamma.core.terms.model import Assert, Erase
+from gamma.core.terms.policy import Policy
 from gamma.storage._read import check_stored
 from gamma.storage.migrations import ts_micros
 from gamma.storage.values import ERASURE_KINDS
@@ -346,7 +346,7 @@ class TreeCheck:
 
 class LogCheck:
     """The stored ``(position, body, prev_head, head)`` rows read as ``resolve`` reads them
-    (gamma.storage._read) under the log's rules (gamma.core.logcheck), a chunk at a time:
+    (gamma.storage._read) under the log's rules (gamma.core.reading.logcheck), a chunk at a time:
     what is held between chunks is the index of ids and facts, not the events."""
 
     def __init__(self, source: str) -> None:

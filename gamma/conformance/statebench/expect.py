@@ -19,7 +19,7 @@ import attrs
 
 from gamma.conformance.statebench.fields import _join, _obj, _opt_list, _req, _text
 from gamma.conformance.statebench.read import _Build, _Fact
-from gamma.core.decisions import SUBSTITUTING_CODES, VALIDITY_CODES
+from gamma.core.terms.decisions import SUBSTITUTING_CODES, VALIDITY_CODES
 
 # expected_applicability -> the experience applicability that yields it when
 # the state is valid (the paper's table, valid row).

@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gamma.core.convert import json_type
-from gamma.core.errors import InputError
+from gamma.core.reading.convert import json_type
+from gamma.core.terms.errors import InputError
 
 _MAX_INT = 2**53 - 1
 

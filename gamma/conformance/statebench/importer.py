@@ -77,9 +77,9 @@ from gamma.conformance.statebench.read import (
     _emit_events,
     _emit_initial_state,
 )
-from gamma.core.canonical import compact_json
-from gamma.core.errors import InputError
-from gamma.core.reader import read_bounded
+from gamma.core.reading.reader import read_bounded
+from gamma.core.terms.canonical import compact_json
+from gamma.core.terms.errors import InputError
 
 __all__ = [
     "StatebenchError",

@@ -35,7 +35,7 @@ from gamma.conformance.statebench.fields import (
     _ts,
     _value,
 )
-from gamma.core.policy import DEFAULT_POLICY
+from gamma.core.terms.policy import DEFAULT_POLICY
 
 # The importer only reasons about outcomes under the default policy (DESIGN section 4).
 AUTHORITY_LADDER: tuple[str, ...] = DEFAULT_POLICY.authority_ladder

@@ -1,0 +1,252 @@
+"""One tenant as the engine keeps it: its events, its fold advanced event by event, the
+fold's index, and a journal of the keys each step touched.
+
+A step is an event or a run of deferred (``valid_from``) effects. The engine's kept
+phases (``gamma.core.incremental.derived``) read the journal to learn which keys to compute
+again; ``due_at`` gives the view of the kept fold at a later ``at`` whose deferred
+effects are due, without changing the kept fold.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+from collections import defaultdict
+from datetime import datetime
+
+from gamma.core.incremental.derived import Table, TenantIndex
+from gamma.core.resolving.phases import AUTHORITY_CAPPED, INSUFFICIENT_AUTHORITY
+from gamma.core.resolving.resolver import Fold, FoldedFact, fold_event, new_fold
+from gamma.core.terms.model import Assert, Erase, Event, Grant, Promote, Retract, Revoke
+from gamma.core.terms.policy import Policy
+
+__all__ = ["JOURNAL_KEPT", "TenantFold", "due_at", "due_ids", "effect_keys", "touched"]
+
+#: How many steps of a tenant's journal are kept; a class further behind starts afresh.
+JOURNAL_KEPT = 4096
+
+
+def effect_keys(fold: Fold, fact_id: str) -> set[str]:
+    """The keys a fact's commit or effect can change: its own, and its ``supersedes`` targets'."""
+    event = fold.facts[fact_id].event
+    return {event.key, *(fold.facts[t].event.key for t in event.supersedes or ())}
+
+
+def touched(fold: Fold, event: Event) -> set[str]:
+    """The keys whose facts' records or grants folding ``event`` may have changed."""
+    if isinstance(event, Assert | Retract | Promote):
+        return effect_keys(fold, event.fact)
+    if isinstance(event, Grant | Revoke):
+        return {fold.facts[event.fact].event.key} if event.fact is not None else {event.key or ""}
+    if isinstance(event, Erase):  # at every ``at``: an erased fact is erased as of every time
+        return {fold.facts[item.fact].event.key for item in event.erased}
+    return set()  # an experience or a migration changes no fact
+
+
+class TenantFold:
+    """One tenant's events (with their global positions), the fold advanced through them,
+    its index, and a journal of the keys each step touched (a step: an event or a run of
+    deferred effects)."""
+
+    def __init__(self, tenant: str, policy: Policy) -> None:
+        self.events: list[tuple[int, Event]] = []
+        self.fold = new_fold(tenant, policy)
+        self.index = TenantIndex()
+        self.journal: list[tuple[str, ...]] = []
+        self.base = 0  # the version of journal[0]
+        self.through: datetime | None = None  # deferred effects due at or before it have run
+        self.positions: Table[str, tuple[str, int]] = Table()
+        self.retract_reasons: Table[str, tuple[str, str]] = Table()
+        # the fold's ignored entries in the order they arose; ``generation`` moves when the
+        # list had to be made again from the fold's set
+        self.ignored_log: list[tuple[str, str, str]] = []
+        self.logged: set[tuple[str, str, str]] = set()
+        self.ignored_of: dict[str, list[tuple[str, str, str]]] = defaultdict(list)  # by target
+        self._extras: tuple[Fold, frozenset[tuple[str, str, str]]] | None = None
+        self.generation = 0
+        # the last view with deferred effects run: (version, at, fold, keys the effects touch)
+        # and the facts whose effects those are
+        self.overlay: tuple[int, datetime, Fold, frozenset[str], frozenset[str]] | None = None
+        # the fold's facts table and order as copies kept between views (``shadow``), and
+        # the facts the last view put its own records in place of
+        self._shadow: tuple[dict[str, FoldedFact], list[FoldedFact], list[str]] | None = None
+
+    @property
+    def version(self) -> int:
+        return self.base + len(self.journal)
+
+    def add(self, pos: int, event: Event) -> None:
+        self.events.append((pos, event))
+        fold = self.fold
+        self.run_due(event.ts)
+        grants, ignored = len(fold.key_grant_events), len(fold.ignored)
+        fold_event(fold, pos, event)
+        self.index.add(event, fold, grants)
+        self._note(touched(fold, event))
+        if len(fold.ignored) != ignored:
+            targets = {getattr(event, "fact", None), getattr(event, "key", None)}
+            targets.update(getattr(event, "supersedes", None) or ())
+            self._log_ignored(event.id, targets)
+            if isinstance(event, Promote):  # the commit's effect names the assert
+                asserted = fold.facts[event.fact].event
+                self._log_ignored(asserted.id, set(asserted.supersedes or ()))
+            self._check_log()
+        if isinstance(event, Assert):
+            self.positions.set(event.fact, (event.fact, pos))
+        elif isinstance(event, Erase):
+            self._forget(event)
+        elif isinstance(event, Retract):
+            reason = fold.facts[event.fact].retract_reason
+            if reason is not None:
+                self.retract_reasons.set(event.fact, (event.fact, reason))
+        if self.through is None or event.ts > self.through:
+            self.through = event.ts
+
+    def _forget(self, erase: Erase) -> None:
+        """Keep no value the erase destroyed: its asserts in the tenant's events become the
+        fold's erased copies (same chain bytes), and no view made before it is kept."""
+        fold = self.fold
+        for item in erase.erased:
+            pos = fold.positions[item.fact]
+            at = bisect.bisect_left(self.events, pos, key=lambda entry: entry[0])
+            self.events[at] = (pos, fold.facts[item.fact].event)
+        self.overlay = None
+        self._extras = None
+        self._shadow = None  # its records may hold the destroyed values
+
+    def run_due(self, until: datetime) -> None:
+        """Run the deferred effects due at or before ``until``, noting the keys they touch."""
+        pending = self.fold.pending
+        if pending and pending[0][0] <= until:
+            due = due_ids(pending, until)
+            ignored = len(self.fold.ignored)
+            self.fold.run_pending(until)
+            self._note(set().union(*(effect_keys(self.fold, f) for f in due)))
+            if len(self.fold.ignored) != ignored:
+                for fact_id in due:
+                    event = self.fold.facts[fact_id].event
+                    self._log_ignored(event.id, set(event.supersedes or ()))
+                self._check_log()
+
+    def _log_ignored(self, event_id: str, targets: set[str | None]) -> None:
+        """Log the ignored entries an event (or its effect) added: they name its id (or the
+        committed assert's) and one of its targets. Should the fold add others, ``_check_log``
+        makes the log again from the fold's set."""
+        for code in (INSUFFICIENT_AUTHORITY, AUTHORITY_CAPPED):
+            for target in targets:
+                entry = (event_id, code, target or "")
+                if target is not None and entry in self.fold.ignored and entry not in self.logged:
+                    self.logged.add(entry)
+                    self.ignored_log.append(entry)
+                    self.ignored_of[entry[2]].append(entry)
+
+    def _check_log(self) -> None:
+        if len(self.ignored_log) != len(self.fold.ignored):
+            self.ignored_log = sorted(self.fold.ignored)
+            self.logged = set(self.ignored_log)
+            self.ignored_of = defaultdict(list)
+            for entry in self.ignored_log:
+                self.ignored_of[entry[2]].append(entry)
+            self.generation += 1
+
+    def _note(self, keys: set[str]) -> None:
+        self.journal.append(tuple(keys))
+        if len(self.journal) > JOURNAL_KEPT:
+            half = JOURNAL_KEPT // 2
+            del self.journal[:half]
+            self.base += half
+
+    def extras(self, view: Fold) -> frozenset[tuple[str, str, str]]:
+        """The ignored entries of a view with deferred effects run that the kept fold lacks."""
+        if view is self.fold:
+            return frozenset()
+        if self._extras is None or self._extras[0] is not view:
+            found: set[tuple[str, str, str]] = set()
+            if self.overlay is not None and self.overlay[2] is view:
+                # an effect's entries name its assert and one of its supersedes targets
+                for fact_id in due_ids(self.fold.pending, self.overlay[1]):
+                    event = self.fold.facts[fact_id].event
+                    for target in event.supersedes or ():
+                        entry = (event.id, INSUFFICIENT_AUTHORITY, target)
+                        if entry in view.ignored and entry not in self.fold.ignored:
+                            found.add(entry)
+            if len(found) != len(view.ignored) - len(self.fold.ignored):
+                found = set(view.ignored - self.fold.ignored)
+            self._extras = (view, frozenset(found))
+        return self._extras[1]
+
+    def shadow(self) -> tuple[dict[str, FoldedFact], list[FoldedFact], list[str]]:
+        """Copies of the fold's facts table and order for a view to put its own records in:
+        kept between views, they get back the records the last view replaced and the facts
+        folded since, so a view costs O(its records + new facts), not O(facts). The last
+        view made on them is spent (the engine keeps one view a tenant)."""
+        fold = self.fold
+        if self._shadow is None:
+            self._shadow = (dict(fold.facts), list(fold.order), [])
+        facts, order, replaced = self._shadow
+        for fact_id in replaced:
+            original = facts[fact_id] = fold.facts[fact_id]
+            order[self.index.order_of[fact_id]] = original
+        replaced.clear()
+        for fact in fold.order[len(order) :]:
+            facts[fact.id] = fact
+            order.append(fact)
+        return self._shadow
+
+    def since(self, version: int) -> set[str] | None:
+        """The keys touched after ``version``; None when the journal no longer reaches it."""
+        if version < self.base:
+            return None
+        return {key for keys in self.journal[version - self.base :] for key in keys}
+
+
+def due_at(kept: TenantFold, at: datetime) -> tuple[Fold, frozenset[str], frozenset[str]]:
+    """The kept fold with the deferred effects due by ``at`` run, leaving the kept fold as it
+    is, the keys those effects touch and the facts whose effects they are.
+
+    Those effects touch only the due facts, their ``supersedes`` targets and
+    the live facts of their key and scope: those records (and slot lists) are
+    copied before the effects run on them.
+    """
+    fold = kept.fold
+    ids = due_ids(fold.pending, at)
+    due = [fold.facts[fact_id] for fact_id in ids]
+    touched: dict[str, FoldedFact] = {}
+    slots = {}
+    keys: set[str] = set()
+    for fact in due:
+        touched[fact.id] = fact
+        keys |= effect_keys(fold, fact.id)
+        for target in fact.event.supersedes or ():
+            touched[target] = fold.facts[target]
+        slot = (fact.event.key, fact.scope)
+        slots[slot] = fold.live_by_slot.get(slot, [])
+        for other in slots[slot]:
+            touched[other.id] = other
+    view = copy.copy(fold)
+    view.facts, view.order, replaced = kept.shadow()
+    copies = {fact_id: copy.copy(fact) for fact_id, fact in touched.items()}
+    for fact_id, fresh in copies.items():
+        view.facts[fact_id] = fresh
+        view.order[kept.index.order_of[fact_id]] = fresh
+        replaced.append(fact_id)
+    # only the due facts' slots are read while their effects run (a supersedes target's
+    # slot is searched for the target's copy, which it does not hold, whether or not it is
+    # here): those slots alone, with the copies
+    view.live_by_slot = defaultdict(list, {s: [copies[f.id] for f in m] for s, m in slots.items()})
+    view.pending = list(fold.pending)
+    view.ignored = set(fold.ignored)
+    view.run_pending(at)
+    return view, frozenset(keys), frozenset(ids)
+
+
+def due_ids(pending: list[tuple[datetime, int, str]], until: datetime) -> list[str]:
+    """The facts of a heap of deferred effects due at or before ``until``, in heap order
+    (the heap's subtrees under an entry not due are skipped)."""
+    found, todo = [], [0] if pending else []
+    while todo:
+        i = todo.pop()
+        if pending[i][0] <= until:
+            found.append(pending[i][2])
+            todo.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(pending))
+    return found

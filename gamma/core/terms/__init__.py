@@ -1,0 +1,105 @@
+"""The terms every room speaks: the event model, the reason codes and decision records,
+errors and input limits, canonical JSON and times, policies, the derivation language, the
+version, and the host's opt-in pause of the collector.
+
+Everything here is vocabulary, not procedure: no module reads a log, hashes a chain or folds
+events. Every other room builds on it, so it imports nothing of gamma.
+
+FACE names what the floors above and the other rooms of the core may import from this
+room, module by module; everything else is the room's own (tests/test_rooms.py checks every
+import across rooms against it, and ``lint-imports`` the order of the rooms).
+"""
+
+FACE: dict[str, tuple[str, ...]] = {
+    "caches": ("CACHE_SIZE", "remember"),
+    "canonical": (
+        "MAX_SAFE_INT",
+        "canonical_bytes",
+        "canonical_json",
+        "canonical_list",
+        "canonical_records",
+        "canonical_text",
+        "compact_json",
+        "digest_of",
+        "format_ts",
+        "parse_at",
+        "parse_ts",
+        "sha256_hex",
+        "unsafe_character",
+    ),
+    "collector": ("collector_paused",),
+    "decisions": (
+        "Admitted",
+        "Excluded",
+        "ExperienceVerdict",
+        "Ignored",
+        "Inputs",
+        "REASON_CODES",
+        "Reason",
+        "Recomputed",
+        "SUBSTITUTING_CODES",
+        "Stale",
+        "UsedReason",
+        "VALIDITY_CODES",
+        "VISIBILITY_CODES",
+        "Verdict",
+    ),
+    "derivation": (
+        "Derivation",
+        "Failure",
+        "evaluate",
+        "parse_derivation",
+    ),
+    "errors": (
+        "ActorError",
+        "CycleError",
+        "DuplicateIdError",
+        "GammaError",
+        "InputError",
+        "IntegrityError",
+        "JSONSyntaxError",
+        "LimitError",
+        "MissingFieldError",
+        "PolicyError",
+        "StoreBusyError",
+        "StoreError",
+        "TimestampOrderError",
+        "UnknownFieldError",
+        "UnknownReferenceError",
+        "ValueTypeError",
+    ),
+    "limits": (
+        "MAX_CONTEXT_BYTES",
+        "MAX_DEPTH",
+        "MAX_LINE_BYTES",
+        "MAX_STRING_BYTES",
+    ),
+    "model": (
+        "APPLICABILITIES",
+        "Actor",
+        "Assert",
+        "EVENT_TYPES",
+        "Erase",
+        "ErasedValue",
+        "Event",
+        "Experience",
+        "Grant",
+        "KINDS",
+        "Migrate",
+        "PRIORITIES",
+        "Promote",
+        "Retract",
+        "Revoke",
+        "STATUSES",
+        "Value",
+        "Visibility",
+        "heard_by",
+    ),
+    "policy": (
+        "DEFAULT_POLICY",
+        "Policy",
+        "load_policy",
+        "parse_policy",
+    ),
+    "version": ("__version__",),
+}
