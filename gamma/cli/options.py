@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import click
 
-from gamma.core.reading.events import decode_lines, parse_actor, read_bounded
-from gamma.core.reading.reader import STDIN, STDIN_SOURCE, read, read_lines
+from gamma.core.reading.events import decode_lines, parse_actor
+from gamma.core.reading.reader import STDIN, STDIN_SOURCE, read, read_bounded, read_lines
 from gamma.core.reading.strictjson import decode_json
 from gamma.core.terms.canonical import parse_ts
 from gamma.core.terms.errors import ActorError, InputError, PolicyError

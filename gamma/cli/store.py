@@ -25,7 +25,8 @@ from gamma.cli.options import (
     read_stdin,
     unknown_names,
 )
-from gamma.core.reading.events import decode_lines, event_line, read_bounded
+from gamma.core.reading.events import decode_lines, event_line
+from gamma.core.reading.reader import read_bounded
 from gamma.core.terms.canonical import canonical_json, parse_ts
 from gamma.core.terms.errors import InputError
 from gamma.storage.committing import migrate_to_committed

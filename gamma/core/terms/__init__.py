@@ -30,11 +30,13 @@ FACE: dict[str, tuple[str, ...]] = {
     "collector": ("collector_paused",),
     "decisions": (
         "Admitted",
+        "Codes",
         "Excluded",
         "ExperienceVerdict",
         "Ignored",
         "Inputs",
         "REASON_CODES",
+        "RECOMPUTED",
         "Reason",
         "Recomputed",
         "SUBSTITUTING_CODES",

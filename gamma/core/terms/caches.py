@@ -18,11 +18,11 @@ __all__ = ["CACHE_SIZE", "remember"]
 CACHE_SIZE = 65536
 """Entries a module-level cache holds before it is emptied."""
 
-_Key = TypeVar("_Key")
-_Value = TypeVar("_Value")
+_CacheKey = TypeVar("_CacheKey")
+_CachedValue = TypeVar("_CachedValue")
 
 
-def remember(cache: dict[_Key, _Value], key: _Key, value: _Value) -> _Value:
+def remember(cache: dict[_CacheKey, _CachedValue], key: _CacheKey, value: _CachedValue) -> _CachedValue:
     """Put ``value`` in ``cache`` under ``key`` (emptying a full cache first) and return it."""
     if len(cache) >= CACHE_SIZE:
         cache.clear()
