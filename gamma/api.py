@@ -64,12 +64,12 @@ def explain(
 ) -> _explain.Explanation:
     """Why ``fact`` is admitted or excluded for ``actor`` at ``at``: its timeline, its
     dependency tree and the verified changes of input that would change the decision."""
-    when = _time(at)
+    when = _at_time(at)
     events, policy = events_and_policy(log, policy)
     return _explain.explain(events, fact, actor, when, policy=policy, auditor=auditor)
 
 
-def _time(at: datetime | str) -> datetime:
+def _at_time(at: datetime | str) -> datetime:
     """``at`` as a time: a string that is not RFC 3339 is an input error naming the parameter."""
     if isinstance(at, datetime):
         return at

@@ -20,7 +20,7 @@ import gamma.core.resolving.resolver as resolver_module
 from gamma.cli.conformance import junit_xml
 from gamma.conformance.cases import Case, load_cases
 from gamma.conformance.external import Exchange, Reply, parse_reply
-from gamma.conformance.runner import CaseResult, Report, external_said, judge, metrics, run
+from gamma.conformance.runner import CaseResult, Report, external_said, judge_case, metrics, run
 from gamma.core.terms.model import Retract
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ class TestJudging:
             o["expect"]["admitted"] = []
             o["expect"]["excluded"]["P"] = ["expired"]
         case = edited(tmp_path, POSITIVE, expect_expired)
-        result = judge(case, _ref(case), kind="reference")
+        result = judge_case(case, _ref(case), kind="reference")
         assert result.status == "fail"
         assert result.problems == ("excluded: P is admitted, expected ['expired']",)
 
@@ -127,7 +127,7 @@ class TestJudging:
         def swap(o: dict[str, Any]) -> None:
             o["pool"] = {"gold": ["$120,000"], "drift": ["$135,000"]}
         case = edited(tmp_path, POSITIVE, swap)
-        result = judge(case, _ref(case), kind="reference")
+        result = judge_case(case, _ref(case), kind="reference")
         assert result.status == "fail" and result.grade == "drift"
         assert result.problems == ('answer "$135,000" grades drift, expected gold ["$120,000"]',)
 
@@ -138,7 +138,7 @@ class TestJudging:
             for name in ("pair", "side", "axis", "decidable_by", "paper_decidable_by"):
                 o.pop(name)
         case = edited(tmp_path, POSITIVE, imported)
-        result = judge(case, _ref(case), kind="reference")
+        result = judge_case(case, _ref(case), kind="reference")
         assert result.status == "pass" and result.grade == "off_pool"
         reader = run([case], reader="latest-mention").results[0]
         assert reader.status == "skip" and reader.grade is not None
@@ -185,7 +185,7 @@ class TestExternalReplies:
         fake = _Fake(admitted=tuple(a.fact for a in res.admitted),
                      excluded={x.fact: x.codes for x in res.excluded},
                      experiences={x.experience: x.verdict for x in res.experiences})
-        result = judge(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
+        result = judge_case(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
         assert result.status == "pass" and result.answer == "$135,000" and result.grade == "gold"
 
     def test_resolver_level_reply_is_compared(self) -> None:
@@ -193,7 +193,7 @@ class TestExternalReplies:
         case = load_cases(POSITIVE)[0]
         fake = _Fake(admitted=("Q", "D1", "ZZ"), excluded={"D1": ("access_denied",)},
                      needs_recheck=("P",))
-        result = judge(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
+        result = judge_case(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
         text = "\n".join(result.problems)
         for needle in ("ZZ is not a fact of the log", "D1 is both admitted and excluded",
                        "P needs recheck but is not admitted", "admitted: P is not admitted",
@@ -208,11 +208,11 @@ class TestExternalReplies:
         res = case.resolve()
         ids = tuple(a.fact for a in res.admitted)
         excluded = {x.fact: x.codes for x in res.excluded}
-        given = judge(case, external_said(case, _Fake(admitted=ids, excluded=excluded,  # type: ignore[arg-type]
+        given = judge_case(case, external_said(case, _Fake(admitted=ids, excluded=excluded,  # type: ignore[arg-type]
                                                       values={"D1": 14})), kind="external")
         assert (given.status, given.answer, given.grade) == ("pass", "14", "gold"), given.problems
         assert not given.unsupported
-        stated = judge(case, external_said(case, _Fake(admitted=ids, excluded=excluded)),  # type: ignore[arg-type]
+        stated = judge_case(case, external_said(case, _Fake(admitted=ids, excluded=excluded)),  # type: ignore[arg-type]
                        kind="external")
         assert (stated.status, stated.answer, stated.grade) == ("fail", "20", "drift")
 
@@ -232,7 +232,7 @@ class TestExternalReplies:
         """An agent-level answer fails on a leak or a wrong verdict, not only on its grade."""
         case = load_cases(FACTORIAL)[0]
         fake = _Fake(response="No current value, though the draft said 2026-05-12.", verdict="KEEP")
-        result = judge(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
+        result = judge_case(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
         kinds = {v.kind for v in result.findings}
         assert {"bypass", "verdict_mismatch"} <= kinds
         assert result.status == "fail" and result.verdict == "KEEP"
@@ -240,7 +240,7 @@ class TestExternalReplies:
     def test_agent_level_clean_answer_passes(self) -> None:
         case = load_cases(FACTORIAL)[0]
         fake = _Fake(response="There is no current value.\nVERDICT: REJECT")
-        result = judge(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
+        result = judge_case(case, external_said(case, fake), kind="external")  # type: ignore[arg-type]
         assert result.status == "pass", result.problems
         assert result.verdict == "REJECT"  # stated by a VERDICT: line
         assert metrics([result])["factorial"]["accuracy"]["k"] == 1

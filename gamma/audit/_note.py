@@ -69,7 +69,7 @@ def _malformed(message: str, source: str | None, line: int | None = None) -> Inp
     return InputError(f"not a signed note: {message}", source=source, line=line)
 
 
-def _split(msg: bytes, source: str | None) -> tuple[bytes, bytes, int]:
+def _split_note(msg: bytes, source: str | None) -> tuple[bytes, bytes, int]:
     """(text, signature block, 1-based line of the first signature) of a well-formed note."""
     try:
         msg.decode("utf-8")
@@ -107,7 +107,7 @@ def _signatures(block: bytes, first_line: int, source: str | None) -> Iterator[S
 
 def read_note(msg: bytes, *, source: str | None = None) -> tuple[bytes, tuple[Signature, ...]]:
     """A note's text and every signature line, unverified (InputError when malformed)."""
-    text, block, first = _split(msg, source)
+    text, block, first = _split_note(msg, source)
     return text, tuple(_signatures(block, first, source))
 
 
@@ -125,7 +125,7 @@ def open_note(
     the first line of this key decides (a later one is not looked at), and a
     malformed line anywhere is an InputError, unless a bad signature came first.
     """
-    text, block, first = _split(msg, source)
+    text, block, first = _split_note(msg, source)
     signed = False
     for signature in _signatures(block, first, source):
         if signed or signature.name != name or signature.key_id != key_id:

@@ -57,7 +57,7 @@ MAX_TREE_SIZE = 2**63 - 1
 """The largest size a checkpoint states (Go reads the size line as an int64)."""
 
 _ED25519 = b"\x01"
-_MAX_TEXT = 1_000_000  # bytes of checkpoint text, Go's tlog.ParseTree bound
+_MAX_CHECKPOINT_BYTES = 1_000_000  # bytes of checkpoint text, Go's tlog.ParseTree bound
 _SIZE = re.compile(rb"0|[1-9][0-9]{0,18}")
 _HEX_ID = re.compile(r"[0-9a-fA-F]{8}")
 _HEX_ROOT = re.compile(r"[0-9a-f]{64}")
@@ -203,22 +203,22 @@ class Checkpoint:
     def body(self) -> str:
         """The checkpoint's text as gamma writes it (the signed text, unless that wrote the
         root's base64 with non-zero padding bits, which Go and gamma read all the same)."""
-        return _body(self.origin, self.head, self.extensions).decode("utf-8")
+        return _checkpoint_text(self.origin, self.head, self.extensions).decode("utf-8")
 
 
-def _body(origin: str, head: TreeHead, extensions: tuple[str, ...] = ()) -> bytes:
+def _checkpoint_text(origin: str, head: TreeHead, extensions: tuple[str, ...] = ()) -> bytes:
     root = base64.b64encode(bytes.fromhex(head.root)).decode("ascii")
     return "".join(f"{line}\n" for line in (origin, str(head.size), root, *extensions)).encode()
 
 
-def _message(note: str | bytes, source: str | None) -> bytes:
+def _note_bytes(note: str | bytes, source: str | None) -> bytes:
     return note if isinstance(note, bytes) else _utf8(note, "a signed note", None, source)
 
 
 def _read_body(text: bytes, note: bytes, source: str | None) -> Checkpoint:
     """The checkpoint in a note's text, per c2sp.org/tlog-checkpoint (InputError otherwise)."""
-    if len(text) > _MAX_TEXT:
-        raise InputError(f"a checkpoint is at most {_MAX_TEXT} bytes", source=source)
+    if len(text) > _MAX_CHECKPOINT_BYTES:
+        raise InputError(f"a checkpoint is at most {_MAX_CHECKPOINT_BYTES} bytes", source=source)
     lines = text.split(b"\n")[:-1]  # the text ends in a newline
     if len(lines) < 3 or not lines[0]:
         raise InputError("a checkpoint is a non-empty origin, a size and a root hash line",
@@ -247,7 +247,7 @@ def sign_checkpoint(head: TreeHead, key: SignerKey, *, origin: str | None = None
     origin = _check_origin(key.name if origin is None else origin)
     if not 0 <= head.size <= MAX_TREE_SIZE or not _HEX_ROOT.fullmatch(head.root):
         raise InputError(f"not a tree head: {head!r}", field="head")
-    note = sign_note(_body(origin, head), key.name, key.verifier().key_id, key.sign)
+    note = sign_note(_checkpoint_text(origin, head), key.name, key.verifier().key_id, key.sign)
     return note.decode("utf-8")
 
 
@@ -260,7 +260,7 @@ def parse_checkpoint(
     any other control character but newline, a malformed signature line or
     checkpoint line is an InputError.
     """
-    msg = _message(note, source)
+    msg = _note_bytes(note, source)
     text, signatures = read_note(msg, source=source)
     checkpoint = _read_body(text, msg, source)
     return checkpoint, [(s.name, s.key_id + s.signature) for s in signatures]
@@ -274,7 +274,7 @@ def verify_checkpoint(
     As Go's ``note.Open``: signatures of other keys are skipped, and the first
     line of this key decides; the checkpoint text is read only once signed.
     """
-    msg = _message(note, source)
+    msg = _note_bytes(note, source)
     text = open_note(msg, key.name, key.key_id, key.verify, source=source)
     return None if text is None else _read_body(text, msg, source)
 

@@ -24,12 +24,12 @@ __all__ = [
 _SECTIONS = frozenset({"admitted", "excluded", "experiences", "ignored"})
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same_json(a: Any, b: Any) -> bool:
     """JSON equality (``1`` is not ``true``, unlike Python's ``==``)."""
     return canonical_json(a) == canonical_json(b)
 
 
-def _show(value: Any) -> str:
+def _json_or_absent(value: Any) -> str:
     return "(absent)" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
@@ -42,7 +42,7 @@ class Change:
     b: Any
 
     def __str__(self) -> str:
-        return f"{self.field}: {_show(self.a)} -> {_show(self.b)}"
+        return f"{self.field}: {_json_or_absent(self.a)} -> {_json_or_absent(self.b)}"
 
 
 @attrs.frozen
@@ -190,7 +190,7 @@ def _fact_change(
     fields = [
         Change(name, entry_a.get(name), entry_b.get(name))
         for name in sorted(set(entry_a) | set(entry_b))
-        if name != "reasons" and not _same(entry_a.get(name), entry_b.get(name))
+        if name != "reasons" and not _same_json(entry_a.get(name), entry_b.get(name))
     ]
     if one.state == "excluded":
         reasons_a = {r["code"]: r for r in entry_a["reasons"]}
@@ -198,7 +198,7 @@ def _fact_change(
         for code in sorted(set(reasons_a) & set(reasons_b)):
             for name in ("events", "facts"):
                 was, now = reasons_a[code].get(name), reasons_b[code].get(name)
-                if not _same(was, now):
+                if not _same_json(was, now):
                     fields.append(Change(f"reasons.{code}.{name}", was, now))
     change: Literal["entry", "codes", "reasons"] = (
         "entry" if one.state == "admitted" else "codes" if one != two else "reasons"
@@ -219,13 +219,13 @@ def diff_records(a: dict[str, Any], b: dict[str, Any]) -> AuditDiff:
         va, vb = a.get(name), b.get(name)
         if name == "format":  # a record written before it was named is of format 1
             va, vb = a.get(name, 1), b.get(name, 1)
-        if _same(va, vb):
+        if _same_json(va, vb):
             continue
         if isinstance(va, dict) and isinstance(vb, dict):
             fields += [
                 Change(f"{name}.{sub}", va.get(sub), vb.get(sub))
                 for sub in sorted(set(va) | set(vb))
-                if not _same(va.get(sub), vb.get(sub))
+                if not _same_json(va.get(sub), vb.get(sub))
             ]
         else:
             fields.append(Change(name, va, vb))
@@ -263,7 +263,7 @@ def _experience_changes(a: dict[str, Any], b: dict[str, Any]) -> tuple[Experienc
             fields = tuple(
                 Change(part, one[part], two[part])
                 for part in ("bindings", "reasons")
-                if not _same(one.get(part), two.get(part))
+                if not _same_json(one.get(part), two.get(part))
             )
         if verdict_a != verdict_b or fields:
             change = ExperienceChange(experience=name, a=verdict_a, b=verdict_b, fields=fields)

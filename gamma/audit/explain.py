@@ -420,7 +420,7 @@ def explain_in(index: Index, fact: str, *, auditor: bool, checker: Checker,
     failure = _failure(index, fact_event) if shown and "derivation_failed" in codes else None
     return Explanation(
         fact=fact, actor=res.actor.id, at=format_ts(res.at), decision=decision,
-        key=_key(res, fact, fact_event if auditor else None),
+        key=_fact_key(res, fact, fact_event if auditor else None),
         value=value, reasons=reasons, timeline=tuple(timeline), tree=tree,
         changes=tuple(changes), auditor=auditor, hidden=hidden, upstream=upstream,
         complete=complete,
@@ -453,7 +453,7 @@ def _failure(index: Index, event: Assert | None) -> Failure | None:
     return failure_of(event, key_of, settled, values.__getitem__)
 
 
-def _key(res: Resolution, fact: str, event: Assert | None) -> str | None:
+def _fact_key(res: Resolution, fact: str, event: Assert | None) -> str | None:
     if event is not None:
         return event.key
     admitted, excluded = res.admitted_fact(fact), res.excluded_fact(fact)

@@ -97,7 +97,7 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _value(value: object) -> str:
+def _json_html(value: object) -> str:
     return _e(compact_json(value))
 
 
@@ -136,7 +136,7 @@ def report_pieces(
     def explanation(fact: str) -> Explanation:  # made when its section is written, then dropped
         return explain_in(index, fact, auditor=auditor, checker=checker, brief=True)
 
-    order = _positions(events)
+    order = _assert_positions(events)
     yield "<!DOCTYPE html>"
     yield '<html lang="en"><head><meta charset="utf-8">'
     yield ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
@@ -151,8 +151,8 @@ def report_pieces(
         yield f'<h2 id="compare">Audit diff: {_e(label_a)} → {_e(label_b)}</h2>'
         yield f'<pre class="diff">{_e(diff.render(a=label_a, b=label_b))}</pre>'
     yield _LEGEND
-    yield from _admitted(res, explanation, order)
-    yield from _excluded(res, index, explanation, order, auditor)
+    yield from _admitted_section(res, explanation, order)
+    yield from _excluded_section(res, index, explanation, order, auditor)
     yield f"<script>{_SCRIPT}</script></body></html>"
     yield ""
 
@@ -162,7 +162,7 @@ def _script_hash() -> str:
     return "sha256-" + base64.b64encode(digest).decode("ascii")
 
 
-def _positions(events: Sequence[Event]) -> dict[str, int]:
+def _assert_positions(events: Sequence[Event]) -> dict[str, int]:
     order: dict[str, int] = {}
     for pos, e in enumerate(events):
         fact = getattr(e, "fact", None)
@@ -188,8 +188,8 @@ def _header(res: Resolution, auditor: bool) -> str:
             f'<div class="meta">{body}</div>')
 
 
-def _admitted(res: Resolution, explanation: Callable[[str], Explanation],
-              order: dict[str, int]) -> Iterator[str]:
+def _admitted_section(res: Resolution, explanation: Callable[[str], Explanation],
+                      order: dict[str, int]) -> Iterator[str]:
     ordered = sorted(res.admitted, key=lambda a: (a.key, order.get(a.fact, 0)))
     groups = [
         ("Binding", [a for a in ordered if not a.needs_recheck and a.priority == "hard" and a.kind != "preference"]),
@@ -205,15 +205,16 @@ def _admitted(res: Resolution, explanation: Callable[[str], Explanation],
         for a in items:
             yield (
                 f'<tr class="admitted" id="fact-{_e(a.fact)}" data-fact="{_e(a.fact)}"><td class="mono">{_e(a.fact)}</td>'
-                f'<td class="mono">{_e(a.key)}</td><td class="mono value">{_value(a.value)}</td>'
+                f'<td class="mono">{_e(a.key)}</td><td class="mono value">{_json_html(a.value)}</td>'
                 f"<td>{_e(a.scope)}</td><td>{_e(a.authority)}</td><td>{_e(a.kind)}/{_e(a.priority)}</td></tr>"
             )
         yield "</table>"
     yield from _details((explanation(a.fact) for a in ordered), open_=False)
 
 
-def _excluded(res: Resolution, index: Index, explanation: Callable[[str], Explanation],
-              order: dict[str, int], auditor: bool) -> Iterator[str]:
+def _excluded_section(res: Resolution, index: Index,
+                      explanation: Callable[[str], Explanation],
+                      order: dict[str, int], auditor: bool) -> Iterator[str]:
     items = sorted(res.excluded, key=lambda x: (order.get(x.fact, len(order)), x.fact))
     codes = sorted({c for x in items for c in x.codes})
     yield (f'<h2 id="excluded">Excluded ({len(items)})</h2><div class="filters">'
@@ -225,7 +226,7 @@ def _excluded(res: Resolution, index: Index, explanation: Callable[[str], Explan
         if asserted is not None and asserted.value is None:  # erased (SPEC §21): for everyone
             value = '<span class="hidden-v">erased</span>'
         elif auditor and asserted is not None:
-            value = f'<span class="mono value">{_value(asserted.value)}</span>'
+            value = f'<span class="mono value">{_json_html(asserted.value)}</span>'
         else:
             value = '<span class="hidden-v">withheld</span>'
         why = "; ".join(

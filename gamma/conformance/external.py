@@ -38,12 +38,12 @@ __all__ = ["MAX_LINE", "REQUEST_FIELDS", "Exchange", "ExternalSystem", "Reply", 
 MAX_LINE = 16 * 1024 * 1024
 _STDERR_TAIL = 64 * 1024  # the last 64 KiB of a system's stderr are kept
 _GRACE = 2.0  # seconds a system gets to exit after its stdin closes
-_FIELDS = ("id", "admitted", "needs_recheck", "values", "excluded", "experiences", "ignored", "response",
-           "context", "verdict", "bindings", "error")
+_REPLY_FIELDS = ("id", "admitted", "needs_recheck", "values", "excluded", "experiences", "ignored",
+                 "response", "context", "verdict", "bindings", "error")
 _EOF = None
 
 
-def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+def _frozen_sorted(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     return None if value is None else MappingProxyType(dict(sorted(value.items())))
 
 
@@ -59,14 +59,14 @@ class Reply:
 
     admitted: tuple[str, ...] | None = None
     needs_recheck: tuple[str, ...] = ()
-    values: Mapping[str, Value] = attrs.field(factory=dict, converter=_frozen, hash=False)
-    excluded: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_frozen, hash=False)
-    experiences: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
-    ignored: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
+    values: Mapping[str, Value] = attrs.field(factory=dict, converter=_frozen_sorted, hash=False)
+    excluded: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_frozen_sorted, hash=False)
+    experiences: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_sorted, hash=False)
+    ignored: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_sorted, hash=False)
     response: str | None = None
     context: str | None = None
     verdict: str | None = None
-    bindings: Mapping[str, str] | None = attrs.field(default=None, converter=_frozen, hash=False)
+    bindings: Mapping[str, str] | None = attrs.field(default=None, converter=_frozen_sorted, hash=False)
     error: str | None = None
 
 
@@ -98,7 +98,7 @@ def parse_reply(obj: Any, case_id: str) -> Reply:
         raise _ProtocolError(f"a reply must be a JSON object, got {type(obj).__name__}")
     if obj.get("id") != case_id:
         raise _ProtocolError(f"reply for id {_short(json.dumps(obj.get('id')))}, expected {case_id!r}")
-    unknown = sorted(set(obj) - set(_FIELDS))
+    unknown = sorted(set(obj) - set(_REPLY_FIELDS))
     if unknown:
         raise _ProtocolError(f"unknown reply fields {unknown}")
 

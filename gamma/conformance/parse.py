@@ -43,7 +43,7 @@ from gamma.scoring.grading import Pool
 
 __all__ = ["parse_case"]
 
-_FIELDS = (
+_CASE_FIELDS = (
     "id",
     "suite",
     "events",
@@ -104,7 +104,7 @@ def parse_case(
     if not isinstance(obj, dict):
         raise JSONSyntaxError("a case must be a JSON object", source=ctx.source, line=line)
     for name in obj:
-        if name not in _FIELDS:
+        if name not in _CASE_FIELDS:
             raise ctx.fail(UnknownFieldError, "unknown case field", name)
     for name in ("id", "suite", "actor", "at", "expect"):
         if name not in obj:
@@ -112,13 +112,13 @@ def parse_case(
     for name, value in obj.items():
         if value is None:
             raise ctx.fail(ValueTypeError, "null is not allowed; leave the field out", name)
-    case_id = _text(obj, "id", ctx)
+    case_id = _string_field(obj, "id", ctx)
     suite = _choice(obj, "suite", SUITES, ctx)
     if suite != "imported":
         for name in ("question", "probe", "pool"):
             if name not in obj:
                 raise ctx.fail(MissingFieldError, f"missing required field (suite {suite})", name)
-    policy_name = _text(obj, "policy", ctx) if "policy" in obj else None
+    policy_name = _string_field(obj, "policy", ctx) if "policy" in obj else None
     policy = _policy(policy_name, path, ctx) if policy_name is not None else DEFAULT_POLICY
     try:
         actor = parse_actor(obj["actor"], policy=policy, source=ctx.source)
@@ -129,8 +129,8 @@ def parse_case(
         at = parse_ts(obj["at"])
     except ValueError as exc:
         raise ctx.fail(ValueTypeError, str(exc), "at") from None
-    events, log_name = _events(obj, path, policy, ctx, logs if logs is not None else {})
-    probe = _texts(obj, "probe", ctx) if "probe" in obj else ()
+    events, log_name = _case_events(obj, path, policy, ctx, logs if logs is not None else {})
+    probe = _string_list(obj, "probe", ctx) if "probe" in obj else ()
     if suite != "imported" and not probe:
         raise ctx.fail(ValueTypeError, "name at least one probe key", "probe")
     pool = None
@@ -146,7 +146,7 @@ def parse_case(
         suite=suite,
         actor=actor,
         at=at,
-        question=_text(obj, "question", ctx, empty=True) if "question" in obj else "",
+        question=_string_field(obj, "question", ctx, empty=True) if "question" in obj else "",
         probe=probe,
         expect=_expect(obj["expect"], ctx),
         pool=pool,
@@ -161,14 +161,14 @@ def parse_case(
     )
 
 
-def _text(obj: dict[str, Any], name: str, ctx: _Context, *, empty: bool = False) -> str:
+def _string_field(obj: dict[str, Any], name: str, ctx: _Context, *, empty: bool = False) -> str:
     value = obj[name]
     if not isinstance(value, str) or (not empty and not value):
         raise ctx.fail(ValueTypeError, "expected a non-empty string", name)
     return value
 
 
-def _texts(obj: dict[str, Any], name: str, ctx: _Context) -> tuple[str, ...]:
+def _string_list(obj: dict[str, Any], name: str, ctx: _Context) -> tuple[str, ...]:
     value = obj[name]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ctx.fail(ValueTypeError, "expected a list of non-empty strings", name)
@@ -210,7 +210,7 @@ def _policy(name: str, path: Path | None, ctx: _Context) -> Policy:
     )
 
 
-def _events(
+def _case_events(
     obj: dict[str, Any],
     path: Path | None,
     policy: Policy,
@@ -220,7 +220,7 @@ def _events(
     if ("events" in obj) == ("log" in obj):
         raise ctx.fail(MissingFieldError, "give exactly one of 'events' and 'log'", "events")
     if "log" in obj:
-        name = _text(obj, "log", ctx)
+        name = _string_field(obj, "log", ctx)
         target = (path.parent if path is not None else Path.cwd()) / name
         if not target.is_file():
             raise ctx.fail(InputError, f"no such log file {str(target)!r}", "log")
@@ -299,7 +299,7 @@ def _labels(obj: dict[str, Any], suite: str, ctx: _Context) -> dict[str, Any]:
     labels: dict[str, Any] = {}
     for name in ("pair", "axis", "cell", "mode", "domain", "attack", "note"):
         if name in obj:
-            labels[name] = _text(obj, name, ctx)
+            labels[name] = _string_field(obj, name, ctx)
     if "side" in obj:
         labels["side"] = _choice(obj, "side", SIDES, ctx)
     for name in ("decidable_by", "paper_decidable_by"):
@@ -328,7 +328,7 @@ def _labels(obj: dict[str, Any], suite: str, ctx: _Context) -> dict[str, Any]:
 
 
 def _signature(obj: dict[str, Any], ctx: _Context) -> tuple[str, ...]:
-    names = _texts(obj, "signature", ctx)
+    names = _string_list(obj, "signature", ctx)
     unknown = sorted(set(names) - set(READER_NAMES))
     if unknown:
         raise ctx.fail(ValueTypeError, f"unknown reader names {unknown}", "signature")

@@ -31,12 +31,20 @@ from gamma.core.terms.errors import InputError
 from gamma.core.terms.model import Assert, Experience, Value, heard_by
 from gamma.scoring.findings import Violation
 from gamma.scoring.grading import Pool, mentions
-from gamma.scoring.metrics import Rate, ResponseLine, factorial, gbr, judge_lines, pair_table, pool
+from gamma.scoring.metrics import (
+    Rate,
+    ResponseLine,
+    factorial,
+    gbr,
+    judge_lines,
+    pair_table,
+    pool_counts,
+)
 
-__all__ = ["FAILING_FINDINGS", "STATUSES", "CaseResult", "Report", "Said", "external_said",
-           "judge", "metrics", "quote", "reader_said", "reference_said", "run"]
+__all__ = ["CASE_STATUSES", "FAILING_FINDINGS", "CaseResult", "Report", "Said", "external_said",
+           "judge_case", "metrics", "quote", "reader_said", "reference_said", "run"]
 
-STATUSES: tuple[str, ...] = ("pass", "fail", "error", "skip")
+CASE_STATUSES: tuple[str, ...] = ("pass", "fail", "error", "skip")
 #: Findings that fail an external system's case (``unsupported`` is reported, not failed:
 #: a closed pool already fails an invented answer).
 FAILING_FINDINGS: tuple[str, ...] = ("bypass", "ghost_binding", "verdict_mismatch")
@@ -132,7 +140,7 @@ class Report:
         return 0 if self.ok else 1
 
     def summary(self) -> dict[str, int]:
-        return {"cases": len(self.results), **{_PLURAL[s]: self.count(s) for s in STATUSES}}
+        return {"cases": len(self.results), **{_PLURAL[s]: self.count(s) for s in CASE_STATUSES}}
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -256,7 +264,7 @@ def external_said(case: Case, system: ExternalSystem) -> Said:
     reply = exchange.reply
     if reply.error is not None:
         return Said(error=f"the system declined the case: {reply.error}")
-    mismatches = None if reply.admitted is None else _compare(case, reply)
+    mismatches = None if reply.admitted is None else _compare_reply(case, reply)
     if reply.response is not None:
         return Said(response=reply.response, derived=False, context=reply.context,
                     verdict=reply.verdict, bindings=reply.bindings, mismatches=mismatches)
@@ -269,7 +277,7 @@ def external_said(case: Case, system: ExternalSystem) -> Said:
                 mismatches=mismatches)
 
 
-def _compare(case: Case, reply: Reply) -> tuple[str, ...]:
+def _compare_reply(case: Case, reply: Reply) -> tuple[str, ...]:
     """A resolver-level reply against ``expect``, as Γ's own resolution is compared."""
     assert reply.admitted is not None
     known = {e.fact for e in case.events() if isinstance(e, Assert)}
@@ -291,7 +299,7 @@ def _compare(case: Case, reply: Reply) -> tuple[str, ...]:
 # -- judging ---------------------------------------------------------------------------------
 
 
-def judge(case: Case, said: Said, *, kind: str, reader: str | None = None) -> CaseResult:
+def judge_case(case: Case, said: Said, *, kind: str, reader: str | None = None) -> CaseResult:
     """A case's result from what the system said (SPEC.md §14.3)."""
     labels = {name: getattr(case, name) for name in ("pair", "side", "axis", "decidable_by",
                                                      "cell", "mode")}
@@ -396,17 +404,17 @@ def run(
         with ExternalSystem(system, timeout=timeout, cwd=cwd) as process:
             for case in cases:
                 mark, started = process.stderr.written, time.perf_counter()
-                result = judge(case, external_said(case, process), kind="external")
+                result = judge_case(case, external_said(case, process), kind="external")
                 results.append(attrs.evolve(result, seconds=time.perf_counter() - started,
                                             stderr=process.stderr.since(mark)))
         kind, name = "external", process.command
     elif reader is not None:
         ask = reader_said(reader)
-        results = [_timed(case, lambda c: judge(c, ask(c), kind="reader", reader=reader))
+        results = [_timed(case, lambda c: judge_case(c, ask(c), kind="reader", reader=reader))
                    for case in cases]
         kind, name = "reader", reader
     else:
-        results = [_timed(case, lambda c: judge(c, reference_said(c), kind="reference"))
+        results = [_timed(case, lambda c: judge_case(c, reference_said(c), kind="reference"))
                    for case in cases]
         kind, name = "reference", "Γ (gamma.resolve)"
     return Report(kind=kind, name=name, results=tuple(results), metrics=metrics(results),
@@ -432,7 +440,7 @@ def metrics(results: Sequence[CaseResult]) -> dict[str, Any]:
     said = [r for r in results if r.scored]
     suites: dict[str, dict[str, int]] = {}
     for r in results:
-        counts = suites.setdefault(r.suite, {"cases": 0, **{_PLURAL[s]: 0 for s in STATUSES}})
+        counts = suites.setdefault(r.suite, {"cases": 0, **{_PLURAL[s]: 0 for s in CASE_STATUSES}})
         counts["cases"] += 1
         counts[_PLURAL[r.status]] += 1
     traps = {mode: Rate(sum(r.grade == "gold" for r in rs), len(rs)).to_dict()
@@ -452,7 +460,7 @@ def metrics(results: Sequence[CaseResult]) -> dict[str, Any]:
             for r in results
             if r.expected_verdict is not None
         ),
-        "pool": pool(r.grade for r in said if r.grade is not None),
+        "pool": pool_counts(r.grade for r in said if r.grade is not None),
         "traps": traps,
         "suites": dict(sorted(suites.items())),
     }

@@ -45,7 +45,7 @@ __all__ = ["Split", "split", "Log", "LogLike", "open_source", "tenant_file"]
 
 #: a path (a JSONL file or a store), or the log itself as JSON lines or events
 LogLike = str | Path | Iterable[str | Event]
-_TIMES = ("ts", "valid_from", "valid_until")
+_TIME_FIELDS = ("ts", "valid_from", "valid_until")
 _FLUSH_BYTES = 16 << 20  # spool buffers are written out past this many bytes
 
 
@@ -101,7 +101,7 @@ def _from_object(
     try:
         body = json.loads(text)
         ts = None
-        for name in _TIMES:
+        for name in _TIME_FIELDS:
             if name in body:
                 instant, body[name] = _instant(body[name])
                 ts = instant if name == "ts" else ts

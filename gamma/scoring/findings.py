@@ -33,7 +33,7 @@ from gamma.core.terms.decisions import VISIBILITY_CODES, Admitted, Recomputed
 from gamma.core.terms.errors import InputError
 from gamma.core.terms.model import Actor, Assert, Event
 from gamma.core.terms.policy import Policy
-from gamma.scoring.forms import Form, Hit, View, forms_of
+from gamma.scoring.forms import Form, Hit, ResponseView, forms_of
 from gamma.scoring.tokens import Token, extract, find, value_tokens
 
 __all__ = [
@@ -272,7 +272,7 @@ def check_response(
     question_tokens = extract(question, sources=True)
     violations: list[Violation] = []
     leaked: list[Token] = []
-    view = View(_searched_text(stated))
+    view = ResponseView(_searched_text(stated))
     for fact, codes in withheld(resolution, facts):
         hidden, forms = _searched_forms(codes, facts.forms(fact), supplied, question_tokens)
         hits: list[Hit] = []

@@ -21,7 +21,7 @@ from gamma.scoring.lexicon import STOP_WORDS, negation, sentence_initial
 from gamma.scoring.numbers import Date, Number, dates, normalise, numbers
 from gamma.scoring.tokens import Token, value_tokens
 
-__all__ = ["Form", "Hit", "View", "forms_of"]
+__all__ = ["Form", "Hit", "ResponseView", "forms_of"]
 
 _SEPARATORS = r"[\s\-\u2010\u2011\u2012\u2013\u2014_./:#]{0,3}"
 _LEFT = r"(?<![^\W_])(?<![^\W_][-_])"
@@ -116,7 +116,7 @@ def _compile(body: str, *, ignore_case: bool) -> re.Pattern[str]:
     return re.compile(_LEFT + body + _RIGHT, re.IGNORECASE if ignore_case else 0)
 
 
-class View:
+class ResponseView:
     """A response as the search sees it: normalised once, numbers and dates read on demand."""
 
     def __init__(self, text: str) -> None:

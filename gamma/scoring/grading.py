@@ -18,7 +18,7 @@ __all__ = ["CATEGORIES", "GRADES", "Pool", "grade", "mentions"]
 
 CATEGORIES: tuple[str, ...] = ("gold", "drift", "other")
 GRADES: tuple[str, ...] = ("gold", "drift", "other", "off_pool", "ambiguous")
-_FIELDS = {"gold": "gold", "drift": "drift", "distractors": "other"}
+_POOL_FIELDS = {"gold": "gold", "drift": "drift", "distractors": "other"}
 
 
 @attrs.frozen
@@ -36,7 +36,7 @@ class Pool:
 
     def __attrs_post_init__(self) -> None:
         seen: dict[str, str] = {}
-        for field in _FIELDS:
+        for field in _POOL_FIELDS:
             value = getattr(self, field)
             if not isinstance(value, tuple):
                 raise TypeError(f"pool {field} must be a tuple of str, not {type(value).__name__}")
@@ -57,13 +57,13 @@ class Pool:
         "distractors": [...]}``; a single string stands for a one-item list."""
         if not isinstance(obj, Mapping):
             raise ValueError(f"pool must be a JSON object, not {type(obj).__name__}")
-        unknown = sorted(set(obj) - set(_FIELDS))
+        unknown = sorted(set(obj) - set(_POOL_FIELDS))
         if unknown:
-            raise ValueError(f"pool has unknown fields {unknown}; expected {sorted(_FIELDS)}")
+            raise ValueError(f"pool has unknown fields {unknown}; expected {sorted(_POOL_FIELDS)}")
         if "gold" not in obj:
             raise ValueError("pool is missing the field 'gold'")
         fields: dict[str, tuple[str, ...]] = {}
-        for field in _FIELDS:
+        for field in _POOL_FIELDS:
             raw = obj.get(field, [])
             if isinstance(raw, str):
                 raw = [raw]
@@ -74,7 +74,7 @@ class Pool:
 
     def to_dict(self) -> dict[str, list[str]]:
         """The JSON form ``from_json`` reads."""
-        return {field: list(getattr(self, field)) for field in _FIELDS}
+        return {field: list(getattr(self, field)) for field in _POOL_FIELDS}
 
 
 def _key(option: str) -> str:
@@ -103,7 +103,7 @@ def _scan(answer: str, pool: Pool) -> list[tuple[int, str, str, bool]]:
     Options are tried longest first; a match overlapping a span already claimed is
     dropped, so "$150,000" consumes its span before "$150" can match inside it.
     """
-    options = [(cat, opt) for field, cat in _FIELDS.items() for opt in getattr(pool, field)]
+    options = [(cat, opt) for field, cat in _POOL_FIELDS.items() for opt in getattr(pool, field)]
     order = {cat: i for i, cat in enumerate(CATEGORIES)}
     options.sort(key=lambda co: (-len(_key(co[1])), order[co[0]], _key(co[1]), co[1]))
     negated = negation(answer)

@@ -14,19 +14,21 @@ from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
+# The day, month and amount tables of numbers.py: every key this scanner can match is there.
+from gamma.scoring.numbers import CURRENCY_SYMBOLS, DAY_OF_MONTH, MAGNITUDES, MONTH_NUMBERS
+
 # --- building blocks (ASCII digits only: Unicode digits never become numbers) ---------
 
 _SP = r"[ \t\u00a0\u202f]"  # spaces allowed inside one token (never a line break)
 _NUM = r"(?:[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
-_LEFT = r"(?<![^\W_])(?<![0-9][.,])"  # not glued to a word, nor to "1." / "1,"
+_START = r"(?<![^\W_])(?<![0-9][.,])"  # not glued to a word, nor to "1." / "1,"
 _END = r"(?![^\W_]|[.,][0-9])"  # not followed by a word character, nor by ".5" / ",000"
-_MONTH = (  # a full name, or an abbreviation with an optional full stop
+_MONTH_NAME = (  # a full name, or an abbreviation with an optional full stop
     r"(?:(?:January|February|March|April|May|June|July|August|September|October|November"
     r"|December)|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?)"
 )
-_DAY = r"(?:[12][0-9]|3[01]|0?[1-9])(?:st|nd|rd|th)?"
-_CODE = r"(?:USD|EUR|GBP)"
-_UNITS = r"(?i:KB|MB|GB|TB|PB|GHz|MHz)"
+_CURRENCY_CODE = r"(?:USD|EUR|GBP)"
+_MEASURE_UNITS = r"(?i:KB|MB|GB|TB|PB|GHz|MHz)"
 
 # Alternatives are tried in this order at each position; the first that matches wins,
 # so a date or an amount consumes its span before any word inside it is looked at.
@@ -38,34 +40,25 @@ _SCAN = re.compile(
         (?P<iso_y>[0-9]{{4}})-(?P<iso_m>0[1-9]|1[0-2])-(?P<iso_d>0[1-9]|[12][0-9]|3[01])
         (?:T[0-9]{{2}}:[0-9]{{2}}(?::[0-9]{{2}}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{{2}}:?[0-9]{{2}})?)?
         (?![^\W_]|-[0-9]))
-    |(?P<time>{_LEFT}[0-9]{{1,2}}:[0-9]{{2}}(?::[0-9]{{2}})?(?:{_SP}?[AaPp]\.?[Mm]\.?)?{_END})
-    |(?P<dm>(?<![^\W_])(?P<dm_m>{_MONTH}){_SP}+(?P<dm_d>{_DAY}){_END}
+    |(?P<time>{_START}[0-9]{{1,2}}:[0-9]{{2}}(?::[0-9]{{2}})?(?:{_SP}?[AaPp]\.?[Mm]\.?)?{_END})
+    |(?P<dm>(?<![^\W_])(?P<dm_m>{_MONTH_NAME}){_SP}+(?P<dm_d>{DAY_OF_MONTH}){_END}
         (?:,?{_SP}+(?P<dm_y>[0-9]{{4}}){_END})?)
-    |(?P<md>{_LEFT}(?P<md_d>{_DAY})(?:{_SP}+of)?{_SP}+(?P<md_m>{_MONTH})(?![^\W_])
+    |(?P<md>{_START}(?P<md_d>{DAY_OF_MONTH})(?:{_SP}+of)?{_SP}+(?P<md_m>{_MONTH_NAME})(?![^\W_])
         (?:,?{_SP}+(?P<md_y>[0-9]{{4}}){_END})?)
-    |(?P<cur>(?:(?P<cur_sym>US\$|[$€£])|(?<![^\W_])(?P<cur_code>{_CODE})){_SP}?
+    |(?P<cur>(?:(?P<cur_sym>US\$|[$€£])|(?<![^\W_])(?P<cur_code>{_CURRENCY_CODE})){_SP}?
         (?P<cur_num>{_NUM})
         (?P<cur_mag>{_SP}?(?i:thousand|million|billion|trillion|bn|mn)|MM|[kKmMbB])?
-        (?:{_SP}?(?P<cur_code2>{_CODE}))?{_END})
-    |(?P<pct>{_LEFT}(?P<pct_num>{_NUM}){_SP}?(?:%|(?i:percent|per{_SP}cent|pct)(?![^\W_])))
-    |(?P<unit>{_LEFT}(?P<unit_num>{_NUM}){_SP}?(?P<unit_u>{_UNITS}){_END})
-    |(?P<num>{_LEFT}(?P<num_num>{_NUM})
+        (?:{_SP}?(?P<cur_code2>{_CURRENCY_CODE}))?{_END})
+    |(?P<pct>{_START}(?P<pct_num>{_NUM}){_SP}?(?:%|(?i:percent|per{_SP}cent|pct)(?![^\W_])))
+    |(?P<unit>{_START}(?P<unit_num>{_NUM}){_SP}?(?P<unit_u>{_MEASURE_UNITS}){_END})
+    |(?P<num>{_START}(?P<num_num>{_NUM})
         (?P<num_mag>k|K|M|bn|{_SP}(?i:thousand|million|billion|trillion))?
-        (?:{_SP}?(?P<num_code>{_CODE}))?{_END})
+        (?:{_SP}?(?P<num_code>{_CURRENCY_CODE}))?{_END})
     |(?P<word>[^\W_]+(?:[-\u2010\u2011'\u2019._][^\W_]+)*)
     """,
     re.VERBOSE,
 )
 
-_MONTHS = {m: i for i, m in enumerate(
-    "jan feb mar apr may jun jul aug sep oct nov dec".split(), start=1)}
-_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP"}
-_MAGNITUDES = {
-    "k": 10**3, "thousand": 10**3,
-    "m": 10**6, "mm": 10**6, "mn": 10**6, "million": 10**6,
-    "b": 10**9, "bn": 10**9, "billion": 10**9,
-    "trillion": 10**12,
-}
 _ORDINAL_OR_CLOCK = re.compile(r"[0-9]+(?:st|nd|rd|th)|[0-9]{1,2}(?:am|pm)", re.IGNORECASE)
 _CONTRACTION = re.compile("['\u2019](?:t|d|ll|ve|re|m)\\Z", re.IGNORECASE)
 _POSSESSIVE = re.compile("['\u2019]s\\Z", re.IGNORECASE)
@@ -123,18 +116,18 @@ def scan(text: str) -> list[Unit]:
     return [_classify(m) for m in _SCAN.finditer(text)]
 
 
-def _number(text: str) -> Fraction:
+def _fraction(text: str) -> Fraction:
     return Fraction(text.replace(",", ""))
 
 
 def _magnitude(mag: str | None) -> int:
     if not mag:
         return 1
-    return _MAGNITUDES[mag.strip(" \t\u00a0\u202f").lower()]
+    return MAGNITUDES[mag.strip(" \t\u00a0\u202f").lower()]
 
 
 def _date(year: str | None, month: str, day: str) -> tuple[int | None, int, int]:
-    m = _MONTHS[month[:3].lower()] if not month.isdigit() else int(month)
+    m = MONTH_NUMBERS[month[:3].lower()] if not month.isdigit() else int(month)
     d = int(day.rstrip("stndrh"))
     return (int(year) if year else None, m, d)
 
@@ -153,16 +146,16 @@ def _classify(m: re.Match[str]) -> Unit:
     if g["md"]:
         return Unit(s, e, "date", _date(g["md_y"], g["md_m"], g["md_d"]), False)
     if g["cur"]:
-        code = g["cur_code2"] or g["cur_code"] or _SYMBOLS[g["cur_sym"]]
-        value = _number(g["cur_num"]) * _magnitude(g["cur_mag"])
+        code = g["cur_code2"] or g["cur_code"] or CURRENCY_SYMBOLS[g["cur_sym"].lower()]
+        value = _fraction(g["cur_num"]) * _magnitude(g["cur_mag"])
         return Unit(s, e, "amount", (value, code), False)
     if g["pct"]:
-        return Unit(s, e, "percent", _number(g["pct_num"]), False)
+        return Unit(s, e, "percent", _fraction(g["pct_num"]), False)
     if g["unit"]:
         norm = g["unit_num"].replace(",", "") + g["unit_u"].casefold()
         return Unit(s, e, "identifier", norm, False)
     if g["num"]:
-        value = _number(g["num_num"]) * _magnitude(g["num_mag"])
+        value = _fraction(g["num_num"]) * _magnitude(g["num_mag"])
         plain = not g["num_mag"] and not g["num_code"]
         bare_digit = plain and len(g["num_num"]) == 1
         return Unit(s, e, "amount", (value, g["num_code"]), bare_digit)

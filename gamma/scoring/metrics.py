@@ -41,7 +41,7 @@ from gamma.scoring.grading import Pool, grade
 from gamma.scoring.tokens import extract, find
 
 __all__ = ["Judged", "Rate", "ResponseLine", "Score", "factorial", "gbr", "judge", "judge_lines",
-           "load_responses", "pair_table", "parse_responses", "pool", "score", "summarize"]
+           "load_responses", "pair_table", "parse_responses", "pool_counts", "score", "summarize"]
 
 Side = Literal["positive", "counterfactual"]
 
@@ -303,7 +303,7 @@ def summarize(judged: Sequence[Judged]) -> dict[str, Any]:
         "factorial": factorial(
             (j.expected, j.verdict, j.carryover) for j in judged if j.expected is not None
         ),
-        "pool": pool(j.grade for j in judged if j.grade is not None),
+        "pool": pool_counts(j.grade for j in judged if j.grade is not None),
         "findings": [{"response": j.line.case, **v.to_dict()} for j in judged for v in j.findings],
     }
 
@@ -321,7 +321,7 @@ def gbr(rows: Iterable[tuple[bool, bool, Sequence[str]]]) -> dict[str, Any]:
     }
 
 
-def pool(grades: Iterable[str]) -> dict[str, int]:
+def pool_counts(grades: Iterable[str]) -> dict[str, int]:
     """How many answers graded gold, drift, other, off-pool and ambiguous."""
     counts = {"n": 0, "gold": 0, "drift": 0, "other": 0, "off_pool": 0, "ambiguous": 0}
     for g in grades:

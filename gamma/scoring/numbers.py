@@ -86,16 +86,18 @@ class Number(NamedTuple):
     dated: bool
 
 
-_SYMBOLS = {"$": "USD", "us$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}
+# CURRENCY_SYMBOLS (lower-case keys), MAGNITUDES, MONTH_NUMBERS and DAY_OF_MONTH are also the
+# token scanner's (lexicon.py): keep every key it matches.
+CURRENCY_SYMBOLS = {"$": "USD", "us$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}
 _CODES = ("USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD")
 _WORDS = {"dollar": "USD", "dollars": "USD", "bucks": "USD", "euro": "EUR", "euros": "EUR",
           "pound": "GBP", "pounds": "GBP", "yen": "JPY", "francs": "CHF"}
-_MAGNITUDES = {"k": 10**3, "thousand": 10**3, "grand": 10**3, "m": 10**6, "mm": 10**6,
-               "mn": 10**6, "mil": 10**6, "million": 10**6, "b": 10**9, "bn": 10**9,
-               "billion": 10**9, "trillion": 10**12, "tn": 10**12}
+MAGNITUDES = {"k": 10**3, "thousand": 10**3, "grand": 10**3, "m": 10**6, "mm": 10**6,
+              "mn": 10**6, "mil": 10**6, "million": 10**6, "b": 10**9, "bn": 10**9,
+              "billion": 10**9, "trillion": 10**12, "tn": 10**12}
 _CODE = "|".join(_CODES)
-_WORD = "|".join(sorted(_WORDS, key=len, reverse=True))
-_NUMBER = re.compile(
+_CURRENCY_WORD = "|".join(sorted(_WORDS, key=len, reverse=True))
+_NUMERAL = re.compile(
     rf"""
     (?<![^\W_])(?<![0-9][.,])
     (?:(?P<sym>US\$|[$€£¥])[ ]?|(?P<code>{_CODE})[ ]?)?
@@ -105,7 +107,7 @@ _NUMBER = re.compile(
     (?![0-9])
     (?P<mag>[ ]?(?:k|K|M|MM|mn|bn|B|tn|(?i:mil))(?![^\W_])
         |[ ](?i:thousand|million|billion|trillion|grand)(?![^\W_]))?
-    (?:[ ]?(?P<sym2>[$€£¥])|[ ]?(?P<code2>{_CODE})(?![^\W_])|[ ](?i:(?P<word>{_WORD}))(?![^\W_]))?
+    (?:[ ]?(?P<sym2>[$€£¥])|[ ]?(?P<code2>{_CODE})(?![^\W_])|[ ](?i:(?P<word>{_CURRENCY_WORD}))(?![^\W_]))?
     (?P<qual>-?(?i:ish)(?![^\W_])|\+)?
     (?P<pct>[ ]?(?:%|(?i:percent|per[ ]cent|pct)(?![^\W_])))?
     (?(pct)(?:-?(?i:ish)|\+)?)
@@ -129,7 +131,7 @@ def numbers(text: str) -> list[Number]:
     blocked = [(d.start, d.end) for d in dates(text)]
     found: list[Number] = []
     if any(c.isdigit() for c in text):
-        for m in _NUMBER.finditer(text):
+        for m in _NUMERAL.finditer(text):
             s, e = m.span()
             if any(bs < e and s < be for bs, be in blocked):
                 continue
@@ -154,10 +156,10 @@ def _read(m: re.Match[str], text: str) -> Number | None:
     if g["exp"]:
         scale *= Fraction(10) ** int(g["exp"])
     if g["mag"]:
-        scale *= _MAGNITUDES[g["mag"].strip().lower()]
+        scale *= MAGNITUDES[g["mag"].strip().lower()]
     currency = None
     if g["sym"] or g["sym2"]:
-        currency = _SYMBOLS[(g["sym"] or g["sym2"]).lower()]
+        currency = CURRENCY_SYMBOLS[(g["sym"] or g["sym2"]).lower()]
     elif g["code"] or g["code2"]:
         currency = g["code"] or g["code2"]
     elif g["word"]:
@@ -184,7 +186,7 @@ _NUMWORD = "(?:" + "|".join(_ALL) + ")"
 _SPELLED = re.compile(
     rf"(?i)(?<![^\W_])(?:an?[ ]+(?=hundred|thousand|million|billion))?{_NUMWORD}"
     rf"(?:(?:[ ]+and[ ]+|[ ]*-[ ]*|[ ]+){_NUMWORD})*(?![^\W_])"
-    rf"(?:[ ]*(?P<pct>%|percent|per[ ]cent)|[ ]+(?P<word>{_WORD}))?(?![^\W_])"
+    rf"(?:[ ]*(?P<pct>%|percent|per[ ]cent)|[ ]+(?P<word>{_CURRENCY_WORD}))?(?![^\W_])"
 )
 
 
@@ -260,19 +262,19 @@ class Date(NamedTuple):
     ymd: tuple[int | None, int, int]
 
 
-_MONTHS = {m: i for i, m in enumerate(
+MONTH_NUMBERS = {m: i for i, m in enumerate(
     "jan feb mar apr may jun jul aug sep oct nov dec".split(), start=1)}
 _MONTH = (r"(?i:january|february|march|april|may|june|july|august|september|october"
           r"|november|december|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.?")
-_DAY = r"(?:[12][0-9]|3[01]|0?[1-9])(?:st|nd|rd|th)?"
+DAY_OF_MONTH = r"(?:[12][0-9]|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _DATE = re.compile(
     rf"""
     (?<![^\W_])(?<![0-9][.,/-])
     (?:(?P<y1>[0-9]{{4}})(?P<s1>[-./])(?P<a1>[0-9]{{1,2}})(?P=s1)(?P<b1>[0-9]{{1,2}})
         (?:T[0-9]{{2}}:[0-9]{{2}}(?::[0-9]{{2}}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{{2}}:?[0-9]{{2}})?)?
       |(?P<a2>[0-9]{{1,2}})(?P<s2>[-./])(?P<b2>[0-9]{{1,2}})(?P=s2)(?P<y2>[0-9]{{4}})
-      |(?P<m3>{_MONTH})[ ]+(?P<d3>{_DAY})(?![0-9:])(?:,?[ ]+(?P<y3>[0-9]{{4}}))?
-      |(?P<d4>{_DAY})(?:[ ]+of)?[ ]+(?P<m4>{_MONTH})(?:,?[ ]+(?P<y4>[0-9]{{4}}))?
+      |(?P<m3>{_MONTH})[ ]+(?P<d3>{DAY_OF_MONTH})(?![0-9:])(?:,?[ ]+(?P<y3>[0-9]{{4}}))?
+      |(?P<d4>{DAY_OF_MONTH})(?:[ ]+of)?[ ]+(?P<m4>{_MONTH})(?:,?[ ]+(?P<y4>[0-9]{{4}}))?
       |(?P<a6>[0-9]{{1,2}})/(?P<b6>[0-9]{{1,2}})(?![/0-9])
       |(?P<clock>[0-9]{{1,2}}:[0-9]{{2}}(?::[0-9]{{2}})?)
     )
@@ -310,7 +312,7 @@ def dates(text: str) -> list[Date]:
             else:
                 found.append(Date(s, e, (None, 0, 0)))  # ambiguous: a date, none we read
         else:
-            month = _MONTHS[(g["m3"] or g["m4"])[:3].lower()]
+            month = MONTH_NUMBERS[(g["m3"] or g["m4"])[:3].lower()]
             day = int(re.sub(r"\D", "", g["d3"] or g["d4"]))
             year = g["y3"] or g["y4"]
             ymd = _valid(int(year) if year else None, month, day)

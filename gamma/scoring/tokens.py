@@ -17,7 +17,7 @@ import attrs
 from gamma.scoring.lexicon import STOP_WORDS, negated_before, negation, scan, sentence_initial
 
 __all__ = [
-    "KINDS",
+    "TOKEN_KINDS",
     "STOP_WORDS",
     "Token",
     "contains",
@@ -28,7 +28,7 @@ __all__ = [
     "value_tokens",
 ]
 
-KINDS: tuple[str, ...] = ("amount", "percent", "identifier", "date", "proper")
+TOKEN_KINDS: tuple[str, ...] = ("amount", "percent", "identifier", "date", "proper")
 _AmountNorm = tuple[Fraction, str | None]
 _DateNorm = tuple[int | None, int, int]
 

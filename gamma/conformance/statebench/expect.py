@@ -1,11 +1,11 @@
 """Deriving a case's expectations from StateBench ground truth, only where sure.
 
 What gamma's default policy makes of the imported facts is worked out here by a
-small, conservative reading of DESIGN section 5 (:func:`_derive`); a ground-truth
+small, conservative reading of DESIGN section 5 (:func:`derive_outcome`); a ground-truth
 mention, required or forbidden fact, or ``expected_applicability`` becomes an
 expectation only when that reading makes the outcome certain. Everything else is
-noted as unmapped, never guessed. Private to the importer; :mod:`gamma.conformance.statebench.importer`
-calls it once the facts are read.
+noted as unmapped, never guessed. Part of the importer, not gamma's API:
+:mod:`gamma.conformance.statebench.importer` calls it once the facts are read.
 """
 
 from __future__ import annotations
@@ -17,17 +17,24 @@ from typing import Any
 
 import attrs
 
-from gamma.conformance.statebench.fields import _join, _obj, _opt_list, _req, _text
-from gamma.conformance.statebench.read import _Build, _Fact
+from gamma.conformance.statebench.fields import (
+    field_object,
+    field_text,
+    join_path,
+    optional_list,
+    required_field,
+)
+from gamma.conformance.statebench.read import ImportedFact, TimelineBuild
 from gamma.core.terms.decisions import SUBSTITUTING_CODES, VALIDITY_CODES
 
 # expected_applicability -> the experience applicability that yields it when
 # the state is valid (the paper's table, valid row).
-_APPLICABILITY_FOR_VERDICT = {"KEEP": "applicable", "ADAPT": "adaptable", "REJECT": "unusable"}
+APPLICABILITY_FOR_VERDICT = {"KEEP": "applicable", "ADAPT": "adaptable", "REJECT": "unusable"}
 
 _SUBSTITUTING = SUBSTITUTING_CODES
 _VALIDITY = VALIDITY_CODES
-_HIDDEN = frozenset({"access_denied", "dependency_restricted"})  # hidden from the actor
+# A dependency excluded for one of these is hidden from the actor: its dependents are restricted.
+_RESTRICTS_DEPENDENTS = frozenset({"access_denied", "dependency_restricted"})
 
 
 def mentions_phrase(text: str, phrase: str) -> bool:
@@ -49,13 +56,15 @@ def mentions_phrase(text: str, phrase: str) -> bool:
 
 
 @attrs.define
-class _Outcome:
+class DerivedOutcome:
+    """Each fact's exclusion codes, the facts left uncertain, and who superseded whom."""
+
     codes: dict[str, set[str]]
     uncertain: set[str]
     superseder: dict[str, str]
 
 
-def _derive(facts: list[_Fact], tenant: str, at: datetime) -> _Outcome:
+def derive_outcome(facts: list[ImportedFact], tenant: str, at: datetime) -> DerivedOutcome:
     """Exclusion codes for the actor (scope global, default clearance) at ``at``.
 
     A small, conservative reading of DESIGN section 5 over the only shapes the
@@ -106,7 +115,7 @@ def _derive(facts: list[_Fact], tenant: str, at: datetime) -> _Outcome:
         if fact.retracted:
             codes[fact.id].add("retracted")
     # Precedence among candidates of one key (all global, so authority decides).
-    by_key: dict[str, list[_Fact]] = {}
+    by_key: dict[str, list[ImportedFact]] = {}
     for fact in own:
         if fact.scope == "global" and not (codes[fact.id] & _VALIDITY):
             by_key.setdefault(fact.key, []).append(fact)
@@ -126,9 +135,9 @@ def _derive(facts: list[_Fact], tenant: str, at: datetime) -> _Outcome:
                 uncertain.add(fact.id)
             if codes[dep] & _VALIDITY:
                 codes[fact.id].add("dependency_invalidated")
-            if codes[dep] & _HIDDEN:
+            if codes[dep] & _RESTRICTS_DEPENDENTS:
                 codes[fact.id].add("dependency_restricted")
-    return _Outcome(codes=codes, uncertain=uncertain, superseder=superseder)
+    return DerivedOutcome(codes=codes, uncertain=uncertain, superseder=superseder)
 
 
 # --------------------------------------------------------------------------- #
@@ -136,20 +145,20 @@ def _derive(facts: list[_Fact], tenant: str, at: datetime) -> _Outcome:
 # --------------------------------------------------------------------------- #
 
 
-def _phrases(entries: list[Any], path: str, build: _Build) -> list[tuple[str, list[str]]]:
+def _phrases(entries: list[Any], path: str, build: TimelineBuild) -> list[tuple[str, list[str]]]:
     """Ground-truth mention requirements as (path, phrases); regexes are noted, not used."""
     out: list[tuple[str, list[str]]] = []
     for i, entry in enumerate(entries):
         where = f"{path}[{i}]"
         if isinstance(entry, str):
             if entry.strip():
-                out.append((where, [_text(entry, where)]))
+                out.append((where, [field_text(entry, where)]))
             continue
-        req = _obj(entry, where)
-        phrase = _text(_req(req, "phrase", where), _join(where, "phrase"))
+        req = field_object(entry, where)
+        phrase = field_text(required_field(req, "phrase", where), join_path(where, "phrase"))
         alternatives = [
-            _text(a, f"{where}.alternatives[{j}]")
-            for j, a in enumerate(_opt_list(req, "alternatives", where))
+            field_text(a, f"{where}.alternatives[{j}]")
+            for j, a in enumerate(optional_list(req, "alternatives", where))
         ]
         if req.get("is_regex"):
             build.note("regex_phrase", where, phrase)
@@ -170,9 +179,9 @@ def _dedupe(items: Iterable[str], drop: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def _expectations(
-    build: _Build,
-    outcome: _Outcome,
+def fill_expectations(
+    build: TimelineBuild,
+    outcome: DerivedOutcome,
     truth: dict[str, Any],
     gpath: str,
     admitted: set[str],
@@ -182,15 +191,15 @@ def _expectations(
 ) -> None:
     """Fill admitted/excluded/gold/drift from the ground truth, noting what stays unmapped."""
 
-    def sure_live(fact: _Fact) -> bool:
+    def sure_live(fact: ImportedFact) -> bool:
         return not outcome.codes[fact.id] and fact.id not in outcome.uncertain
 
     for name in ("decision", "reasoning", "transferable_principle"):
         if isinstance(truth.get(name), str) and truth[name].strip():
-            build.note(name, _join(gpath, name))
-    must = _phrases(_opt_list(truth, "must_mention", gpath), f"{gpath}.must_mention", build)
+            build.note(name, join_path(gpath, name))
+    must = _phrases(optional_list(truth, "must_mention", gpath), f"{gpath}.must_mention", build)
     must_not = _phrases(
-        _opt_list(truth, "must_not_mention", gpath), f"{gpath}.must_not_mention", build
+        optional_list(truth, "must_not_mention", gpath), f"{gpath}.must_not_mention", build
     )
     for where, phrases in must:
         gold.extend(phrases)
@@ -217,13 +226,13 @@ def _expectations(
             else:
                 build.note("must_not_mention_live_fact", where, fact.id)
     drift.extend(
-        _text(d, f"{gpath}.obsolete_details[{k}]")
-        for k, d in enumerate(_opt_list(truth, "obsolete_details", gpath))
+        field_text(d, f"{gpath}.obsolete_details[{k}]")
+        for k, d in enumerate(optional_list(truth, "obsolete_details", gpath))
     )
-    for k, entry in enumerate(_opt_list(truth, "required_facts", gpath)):
+    for k, entry in enumerate(optional_list(truth, "required_facts", gpath)):
         where = f"{gpath}.required_facts[{k}]"
-        target = entry if isinstance(entry, str) else _obj(entry, where).get("fact_id")
-        needed = _find(build, _text(target, where)) if target is not None else None
+        target = entry if isinstance(entry, str) else field_object(entry, where).get("fact_id")
+        needed = _find(build, field_text(target, where)) if target is not None else None
         if needed is None:
             build.note("unresolved_reference", where, str(target))
         elif sure_live(needed):
@@ -232,17 +241,17 @@ def _expectations(
             build.note("required_fact_excluded", where, needed.id)
     forbidden = [
         (f"{gpath}.forbidden_facts[{k}]", t)
-        for k, t in enumerate(_opt_list(truth, "forbidden_facts", gpath))
+        for k, t in enumerate(optional_list(truth, "forbidden_facts", gpath))
     ]
     detection = truth.get("supersession_detection")
     if isinstance(detection, dict):
         dpath = f"{gpath}.supersession_detection"
         forbidden += [
             (f"{dpath}.must_detect[{k}]", t)
-            for k, t in enumerate(_opt_list(detection, "must_detect", dpath))
+            for k, t in enumerate(optional_list(detection, "must_detect", dpath))
         ]
     for where, target in forbidden:
-        banned = _find(build, _text(target, where))
+        banned = _find(build, field_text(target, where))
         if banned is None:
             build.note("unresolved_reference", where, target)
         elif banned.id not in outcome.uncertain and outcome.codes[banned.id]:
@@ -254,7 +263,7 @@ def _expectations(
         build.note("admitted_and_excluded", gpath, fact_id)
 
 
-def _find(build: _Build, target: str) -> _Fact | None:
+def _find(build: TimelineBuild, target: str) -> ImportedFact | None:
     """A fact named by the ground truth: the actor's tenant first, then any tenant."""
     found = build.resolve(target, build.tenant)
     if found is None:
@@ -262,8 +271,8 @@ def _find(build: _Build, target: str) -> _Fact | None:
     return found
 
 
-def _pool(
-    build: _Build, outcome: _Outcome, gold: list[str], drift: list[str]
+def answer_pool(
+    build: TimelineBuild, outcome: DerivedOutcome, gold: list[str], drift: list[str]
 ) -> dict[str, list[str]]:
     """Gold: must-mention phrases. Drift: must-not-mention phrases and superseded values."""
     gold = _dedupe(gold)
@@ -284,11 +293,11 @@ def _pool(
     return {name: items for name, items in (("gold", gold), ("drift", drift)) if items}
 
 
-def _experience(
-    build: _Build,
+def add_experience(
+    build: TimelineBuild,
     case: dict[str, Any],
     expect: dict[str, Any],
-    outcome: _Outcome,
+    outcome: DerivedOutcome,
     path: str,
     expected: str,
     turns: list[str],
@@ -318,7 +327,7 @@ def _experience(
     if fact.id in outcome.uncertain:
         verdict = None
     elif not codes:
-        applicability = _APPLICABILITY_FOR_VERDICT[expected]
+        applicability = APPLICABILITY_FOR_VERDICT[expected]
         body["applicability"] = applicability
         case["cell"] = f"valid/{applicability}"
         build.note("experience_applicability", path, applicability)

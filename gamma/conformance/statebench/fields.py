@@ -4,8 +4,9 @@ Every reader takes the value and its dotted field path (``events[3].writes[0].ke
 and raises :class:`StatebenchError` naming that path, so the importer's modules
 (:mod:`gamma.conformance.statebench.read`, :mod:`gamma.conformance.statebench.expect` and
 :mod:`gamma.conformance.statebench.importer`) check input the same way. Kept apart so those modules
-share one vocabulary of checks without importing each other; private to the
-importer: :mod:`gamma.conformance.statebench.importer` re-exports :class:`StatebenchError`.
+share one vocabulary of checks without importing each other. Its names are public to
+those modules, not gamma's API: :mod:`gamma.conformance.statebench.importer` re-exports
+:class:`StatebenchError`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gamma.core.reading.convert import json_type
+from gamma.core.reading.convert import json_type  # JSON types named as the event reader does
 from gamma.core.terms.errors import InputError
 
 _MAX_INT = 2**53 - 1
@@ -28,74 +29,82 @@ class StatebenchError(InputError):
     """
 
 
-def _fail(path: str | None, message: str) -> StatebenchError:
+def field_error(path: str | None, message: str) -> StatebenchError:
+    """The error to raise for the field at ``path`` (None: the whole line)."""
     return StatebenchError(message, field=path)
 
 
-def _join(path: str, key: str) -> str:
+def join_path(path: str, key: str) -> str:
+    """``path.key``, or ``key`` at the top."""
     return f"{path}.{key}" if path else key
 
 
-def _text(value: Any, path: str, *, empty: bool = True) -> str:
+def field_text(value: Any, path: str, *, empty: bool = True) -> str:
+    """A string that encodes as UTF-8 (non-empty unless ``empty``)."""
     if not isinstance(value, str):
-        raise _fail(path, f"must be a string, not {_json_type(value)}")
+        raise field_error(path, f"must be a string, not {json_type(value)}")
     if not empty and not value:
-        raise _fail(path, "must be a non-empty string")
+        raise field_error(path, "must be a non-empty string")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise _fail(path, "is not valid Unicode") from None
+        raise field_error(path, "is not valid Unicode") from None
     return value
 
 
-_json_type = json_type  # the importer's messages name JSON types as the event reader does
-
-
-def _obj(value: Any, path: str) -> dict[str, Any]:
+def field_object(value: Any, path: str) -> dict[str, Any]:
+    """A JSON object."""
     if not isinstance(value, dict):
-        raise _fail(path, f"must be an object, not {_json_type(value)}")
+        raise field_error(path, f"must be an object, not {json_type(value)}")
     return value
 
 
-def _list(value: Any, path: str) -> list[Any]:
+def field_list(value: Any, path: str) -> list[Any]:
+    """A JSON array."""
     if not isinstance(value, list):
-        raise _fail(path, f"must be an array, not {_json_type(value)}")
+        raise field_error(path, f"must be an array, not {json_type(value)}")
     return value
 
 
-def _req(obj: dict[str, Any], key: str, path: str) -> Any:
+def required_field(obj: dict[str, Any], key: str, path: str) -> Any:
+    """``obj[key]``; absent and null are both missing."""
     if key not in obj or obj[key] is None:
-        raise _fail(_join(path, key), "required field is missing")
+        raise field_error(join_path(path, key), "required field is missing")
     return obj[key]
 
 
-def _opt_obj(obj: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+def optional_object(obj: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+    """``obj[key]`` as an object; absent or null reads as ``{}``."""
     value = obj.get(key)
-    return {} if value is None else _obj(value, _join(path, key))
+    return {} if value is None else field_object(value, join_path(path, key))
 
 
-def _opt_list(obj: dict[str, Any], key: str, path: str) -> list[Any]:
+def optional_list(obj: dict[str, Any], key: str, path: str) -> list[Any]:
+    """``obj[key]`` as an array; absent or null reads as ``[]``."""
     value = obj.get(key)
-    return [] if value is None else _list(value, _join(path, key))
+    return [] if value is None else field_list(value, join_path(path, key))
 
 
-def _opt_text(obj: dict[str, Any], key: str, path: str) -> str | None:
+def optional_text(obj: dict[str, Any], key: str, path: str) -> str | None:
+    """``obj[key]`` as a string, or None when absent or null."""
     value = obj.get(key)
-    return None if value is None else _text(value, _join(path, key))
+    return None if value is None else field_text(value, join_path(path, key))
 
 
-def _ts(value: Any, path: str) -> datetime:
-    text = _text(value, path, empty=False)
+def field_time(value: Any, path: str) -> datetime:
+    """An ISO 8601 time in UTC (StateBench's naive times are UTC)."""
+    text = field_text(value, path, empty=False)
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        raise _fail(path, f"not an ISO 8601 timestamp: {text!r}") from None
+        raise field_error(path, f"not an ISO 8601 timestamp: {text!r}") from None
     if parsed.tzinfo is None:  # StateBench writes naive times; they are read as UTC
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC)
 
 
-def _fmt(ts: datetime) -> str:
+def format_time(ts: datetime) -> str:
+    """``ts`` as gamma writes an event time: UTC, ``Z``, microseconds only when set."""
     ts = ts.astimezone(UTC)
     text = ts.strftime("%Y-%m-%dT%H:%M:%S")
     if ts.microsecond:
@@ -103,23 +112,24 @@ def _fmt(ts: datetime) -> str:
     return text + "Z"
 
 
-def _value(value: Any, path: str) -> str | int | bool:
+def field_value(value: Any, path: str) -> str | int | bool:
+    """A fact value gamma can hold: a string, a safe integer or a boolean."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
         if abs(value) > _MAX_INT:
-            raise _fail(path, "integer beyond ±(2^53−1)")
+            raise field_error(path, "integer beyond ±(2^53−1)")
         return value
     if isinstance(value, str):
-        return _text(value, path)
-    raise _fail(path, f"must be a string, an integer or a boolean, not {_json_type(value)}")
+        return field_text(value, path)
+    raise field_error(path, f"must be a string, an integer or a boolean, not {json_type(value)}")
 
 
-def _refs(value: Any, path: str) -> list[str]:
+def field_refs(value: Any, path: str) -> list[str]:
     """A reference field: null, one id/key, or a list of them."""
     if value is None:
         return []
     if isinstance(value, str):
-        return [_text(value, path)] if value else []
-    items = _list(value, path)
-    return [_text(item, f"{path}[{i}]", empty=False) for i, item in enumerate(items)]
+        return [field_text(value, path)] if value else []
+    items = field_list(value, path)
+    return [field_text(item, f"{path}[{i}]", empty=False) for i, item in enumerate(items)]

@@ -29,7 +29,7 @@ short:
   the outcome certain under the default policy; everything else is listed in
   the unmapped record.
 
-The work is split along its seams, in private modules: strict field readers
+The work is split along its seams, in the importer's own modules: strict field readers
 and :class:`StatebenchError` (:mod:`gamma.conformance.statebench.fields`), reading the
 timeline into events (:mod:`gamma.conformance.statebench.read`) and deriving the
 expectations only where sure (:mod:`gamma.conformance.statebench.expect`).  This module
@@ -49,34 +49,34 @@ from typing import Any
 import attrs
 
 from gamma.conformance.statebench.expect import (
-    _APPLICABILITY_FOR_VERDICT,
-    _derive,
-    _expectations,
-    _experience,
-    _pool,
+    APPLICABILITY_FOR_VERDICT,
+    add_experience,
+    answer_pool,
+    derive_outcome,
+    fill_expectations,
 )
 from gamma.conformance.statebench.fields import (
     StatebenchError,
-    _fail,
-    _fmt,
-    _join,
-    _json_type,
-    _list,
-    _obj,
-    _opt_obj,
-    _opt_text,
-    _req,
-    _text,
-    _ts,
+    field_error,
+    field_list,
+    field_object,
+    field_text,
+    field_time,
+    format_time,
+    join_path,
+    optional_object,
+    optional_text,
+    required_field,
 )
 from gamma.conformance.statebench.read import (
     AUTHORITY_LADDER,
     RESTRICTED_CLEARANCE,
-    _Build,
-    _duplicated_ids,
-    _emit_events,
-    _emit_initial_state,
+    TimelineBuild,
+    duplicated_ids,
+    emit_events,
+    emit_initial_state,
 )
+from gamma.core.reading.convert import json_type
 from gamma.core.reading.reader import read_bounded
 from gamma.core.terms.canonical import compact_json
 from gamma.core.terms.errors import InputError
@@ -153,40 +153,40 @@ def convert_timeline(
 
     Raises :class:`StatebenchError` (``line`` None) naming the field at fault.
     """
-    timeline = _obj(obj, "")
-    timeline_id = _text(_req(timeline, "id", ""), "id", empty=False)
+    timeline = field_object(obj, "")
+    timeline_id = field_text(required_field(timeline, "id", ""), "id", empty=False)
     if "/" in timeline_id or "\\" in timeline_id or "\0" in timeline_id or timeline_id[0] == ".":
-        raise _fail("id", f"cannot name a case file: {timeline_id!r}")
-    track = _text(_req(timeline, "track", ""), "track", empty=False)
-    actors = _obj(_req(timeline, "actors", ""), "actors")
-    user = _obj(_req(actors, "user", "actors"), "actors.user")
-    user_id = _text(_req(user, "id", "actors.user"), "actors.user.id", empty=False)
-    tenant = _text(_req(user, "org", "actors.user"), "actors.user.org", empty=False)
-    role = _opt_text(user, "role", "actors.user")
-    initial = _obj(_req(timeline, "initial_state", ""), "initial_state")
-    raw_events = _list(_req(timeline, "events", ""), "events")
-    environment = _opt_obj(initial, "environment", "initial_state")
+        raise field_error("id", f"cannot name a case file: {timeline_id!r}")
+    track = field_text(required_field(timeline, "track", ""), "track", empty=False)
+    actors = field_object(required_field(timeline, "actors", ""), "actors")
+    user = field_object(required_field(actors, "user", "actors"), "actors.user")
+    user_id = field_text(required_field(user, "id", "actors.user"), "actors.user.id", empty=False)
+    tenant = field_text(required_field(user, "org", "actors.user"), "actors.user.org", empty=False)
+    role = optional_text(user, "role", "actors.user")
+    initial = field_object(required_field(timeline, "initial_state", ""), "initial_state")
+    raw_events = field_list(required_field(timeline, "events", ""), "events")
+    environment = optional_object(initial, "environment", "initial_state")
     now = None
     if environment.get("now") is not None:
-        now = _ts(environment["now"], "initial_state.environment.now")
+        now = field_time(environment["now"], "initial_state.environment.now")
 
     # Read every event's type and time first; the case asks the last query.
     kinds: list[str] = []
     stamps: list[datetime] = []
     for i, raw in enumerate(raw_events):
-        event = _obj(raw, f"events[{i}]")
-        kind = _text(_req(event, "type", f"events[{i}]"), f"events[{i}].type")
+        event = field_object(raw, f"events[{i}]")
+        kind = field_text(required_field(event, "type", f"events[{i}]"), f"events[{i}].type")
         if kind not in _EVENT_TYPES:
-            raise _fail(f"events[{i}].type", f"unknown event type {kind!r}")
+            raise field_error(f"events[{i}].type", f"unknown event type {kind!r}")
         kinds.append(kind)
-        stamps.append(_ts(_req(event, "ts", f"events[{i}]"), f"events[{i}].ts"))
+        stamps.append(field_time(required_field(event, "ts", f"events[{i}]"), f"events[{i}].ts"))
     queries = [i for i, kind in enumerate(kinds) if kind == "query"]
     chosen = (queries[-1] if which is None else queries[which]) if queries else None
 
-    build = _Build(tenant=tenant)
-    build.duplicated = _duplicated_ids(initial, raw_events, kinds, chosen)
-    _emit_initial_state(build, initial, environment, now, min(stamps) if stamps else None)
-    turns = _emit_events(build, raw_events, kinds, stamps, chosen,
+    build = TimelineBuild(tenant=tenant)
+    build.duplicated = duplicated_ids(initial, raw_events, kinds, chosen)
+    emit_initial_state(build, initial, environment, now, min(stamps) if stamps else None)
+    turns = emit_events(build, raw_events, kinds, stamps, chosen,
                          last=queries[-1] if queries else None)
 
     case_id = timeline_id + suffix
@@ -194,23 +194,23 @@ def convert_timeline(
     times = [t for t in (now, build.last_ts) if t is not None]
     query: dict[str, Any] | None = None
     if chosen is not None:
-        query = _obj(raw_events[chosen], f"events[{chosen}]")
+        query = field_object(raw_events[chosen], f"events[{chosen}]")
         times.append(stamps[chosen])
-        case["question"] = _text(
-            _req(query, "prompt", f"events[{chosen}]"), f"events[{chosen}].prompt"
+        case["question"] = field_text(
+            required_field(query, "prompt", f"events[{chosen}]"), f"events[{chosen}].prompt"
         )
     else:
         build.note("no_query", "events")
     if not times:
-        raise _fail("events", "no timestamp anywhere: cannot choose the probe time")
+        raise field_error("events", "no timestamp anywhere: cannot choose the probe time")
     at = max(times)
-    case["at"] = _fmt(at)
+    case["at"] = format_time(at)
     actor: dict[str, Any] = {"id": user_id, "tenant": tenant}
     if role:
         actor["roles"] = [role]
     case["actor"] = actor
 
-    outcome = _derive(build.facts, tenant, at)
+    outcome = derive_outcome(build.facts, tenant, at)
     expect: dict[str, Any] = {
         "admitted": [],
         "excluded": {},
@@ -224,14 +224,14 @@ def convert_timeline(
     drift: list[str] = []
     if query is not None:
         gpath = f"events[{chosen}].ground_truth"
-        truth = _obj(_req(query, "ground_truth", f"events[{chosen}]"), gpath)
-        _expectations(build, outcome, truth, gpath, admitted, excluded, gold, drift)
+        truth = field_object(required_field(query, "ground_truth", f"events[{chosen}]"), gpath)
+        fill_expectations(build, outcome, truth, gpath, admitted, excluded, gold, drift)
         expected = truth.get("expected_applicability")
         if expected is not None:
-            epath = _join(gpath, "expected_applicability")
-            if expected not in _APPLICABILITY_FOR_VERDICT:
-                raise _fail(epath, f"must be KEEP, ADAPT or REJECT, not {expected!r}")
-            _experience(build, case, expect, outcome, epath, expected, turns, timeline_id)
+            epath = join_path(gpath, "expected_applicability")
+            if expected not in APPLICABILITY_FOR_VERDICT:
+                raise field_error(epath, f"must be KEEP, ADAPT or REJECT, not {expected!r}")
+            add_experience(build, case, expect, outcome, epath, expected, turns, timeline_id)
 
     expect["admitted"] = sorted(admitted)
     expect["excluded"] = {f: sorted(c) for f, c in sorted(excluded.items())}
@@ -240,7 +240,7 @@ def convert_timeline(
     if probe:
         case["probe"] = probe
     case["expect"] = expect
-    pool = _pool(build, outcome, gold, drift)
+    pool = answer_pool(build, outcome, gold, drift)
     if pool and pool.get("gold"):  # without a gold answer there is nothing to grade
         case["pool"] = pool
     if track.startswith("cf_"):
@@ -257,7 +257,7 @@ def convert_timeline(
 
 
 def _pair_fields(
-    build: _Build, case: dict[str, Any], axis: str, timeline_id: str, suffix: str = ""
+    build: TimelineBuild, case: dict[str, Any], axis: str, timeline_id: str, suffix: str = ""
 ) -> None:
     """A cf_* track names the axis; the generator's ids name the side and, by counter, the pair.
 
@@ -311,7 +311,7 @@ def parse_timelines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
         except RecursionError:
             raise StatebenchError("JSON nested too deeply", line=number) from None
         if not isinstance(obj, dict):
-            raise StatebenchError(f"a timeline must be a JSON object, not {_json_type(obj)}",
+            raise StatebenchError(f"a timeline must be a JSON object, not {json_type(obj)}",
                                   line=number)
         out.append((number, obj))
     return out

@@ -6,8 +6,8 @@ Value markers are read here (``[RESTRICTED: label]`` as clearance or tenant,
 ``(valid through YYYY-MM-DD)`` as ``valid_until``, ``[SCOPE: label] key: value``
 working-set items), fact ids are made unique, and ``supersedes`` /
 ``depends_on`` are resolved to earlier facts. Whatever only prose carries is
-noted as unmapped. Private to the importer; :mod:`gamma.conformance.statebench.importer` drives it
-and re-exports the public constants.
+noted as unmapped. Part of the importer, not gamma's API:
+:mod:`gamma.conformance.statebench.importer` drives it and re-exports the public constants.
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ from typing import Any
 import attrs
 
 from gamma.conformance.statebench.fields import (
-    _fail,
-    _fmt,
-    _join,
-    _list,
-    _obj,
-    _opt_list,
-    _opt_obj,
-    _opt_text,
-    _refs,
-    _req,
-    _text,
-    _ts,
-    _value,
+    field_error,
+    field_list,
+    field_object,
+    field_refs,
+    field_text,
+    field_time,
+    field_value,
+    format_time,
+    join_path,
+    optional_list,
+    optional_object,
+    optional_text,
+    required_field,
 )
 from gamma.core.terms.policy import DEFAULT_POLICY
 
@@ -63,7 +63,9 @@ def _scope_slug(label: str) -> str:
 
 
 @attrs.define
-class _Fact:
+class ImportedFact:
+    """One fact as imported: its gamma event's fields and what the expectations need."""
+
     id: str
     source_id: str | None
     key: str  # gamma key
@@ -88,12 +90,12 @@ class _Fact:
 
 
 @attrs.define
-class _Build:
+class TimelineBuild:
     """Events and facts emitted so far for one timeline, plus the unmapped items."""
 
     tenant: str
     events: list[dict[str, Any]] = attrs.Factory(list)
-    facts: list[_Fact] = attrs.Factory(list)
+    facts: list[ImportedFact] = attrs.Factory(list)
     items: list[dict[str, str]] = attrs.Factory(list)
     last_ts: datetime | None = None
     used_ids: set[str] = attrs.Factory(set)
@@ -111,7 +113,7 @@ class _Build:
         if self.last_ts is not None and ts < self.last_ts:
             ts = self.last_ts
         self.last_ts = ts
-        return _fmt(ts)
+        return format_time(ts)
 
     def emit(self, body: dict[str, Any], ts: datetime, actor: str, tenant: str) -> dict[str, Any]:
         event = {"id": f"ev{len(self.events) + 1}", "ts": self.stamp(ts), "actor": actor,
@@ -120,7 +122,7 @@ class _Build:
         self.events.append(event)
         return event
 
-    def resolve(self, target: str, tenant: str) -> _Fact | None:
+    def resolve(self, target: str, tenant: str) -> ImportedFact | None:
         """The latest earlier fact of ``tenant`` whose id, else whose key, is ``target``."""
         for attr in ("source_id", "id", "source_key", "key"):
             for fact in reversed(self.facts):
@@ -138,7 +140,7 @@ def _writer(source: dict[str, Any], fallback: str) -> str:
 
 
 def _add_fact(
-    build: _Build,
+    build: TimelineBuild,
     *,
     path: str,
     ts: datetime,
@@ -156,8 +158,8 @@ def _add_fact(
     is_valid: bool,
     writer_fallback: str,
     default_authority: str | None = None,
-) -> _Fact:
-    value = _value(raw_value, value_path)
+) -> ImportedFact:
+    value = field_value(raw_value, value_path)
     text = value if isinstance(value, str) else json.dumps(value)
     tenant = build.tenant
     restricted = False
@@ -183,9 +185,9 @@ def _add_fact(
 
     authority = source.get("authority")
     if authority is not None:
-        authority = _text(authority, _join(path, "source.authority"))
+        authority = field_text(authority, join_path(path, "source.authority"))
         if authority not in AUTHORITY_LADDER:
-            build.note("authority_not_on_ladder", _join(path, "source.authority"), authority)
+            build.note("authority_not_on_ladder", join_path(path, "source.authority"), authority)
             authority = None
     if authority is None:
         authority = default_authority
@@ -199,10 +201,10 @@ def _add_fact(
             if slug and slug != "global":
                 gamma_scope = slug
             else:
-                build.note("scope_unreadable", _join(path, "scope"), scope)
+                build.note("scope_unreadable", join_path(path, "scope"), scope)
 
     fact_id = _fresh_id(build, source_id, key)
-    fact = _Fact(
+    fact = ImportedFact(
         id=fact_id,
         source_id=source_id,
         key=key,
@@ -230,7 +232,7 @@ def _add_fact(
     if restricted:
         body["visibility"] = {"clearance": RESTRICTED_CLEARANCE}
     if valid_until is not None:
-        body["valid_until"] = _fmt(valid_until)
+        body["valid_until"] = format_time(valid_until)
     for name, targets, out in (
         ("supersedes", supersedes, fact.supersedes),
         ("depends_on", depends_on, fact.depends_on),
@@ -238,11 +240,11 @@ def _add_fact(
         for target in targets:
             ref = build.resolve(target, tenant)
             if ref is None:
-                build.note("unresolved_reference", f"{_join(path, name)}", target)
+                build.note("unresolved_reference", f"{join_path(path, name)}", target)
             elif ref.id not in out:
                 out.append(ref.id)
                 if name == "supersedes" and ref.rank > fact.rank:
-                    build.note("supersession_below_authority", _join(path, name), ref.id)
+                    build.note("supersession_below_authority", join_path(path, name), ref.id)
         if out:
             body[name] = list(out)
     if fact.depends_on:
@@ -261,7 +263,7 @@ def _add_fact(
     return fact
 
 
-def _fresh_id(build: _Build, source_id: str | None, key: str) -> str:
+def _fresh_id(build: TimelineBuild, source_id: str | None, key: str) -> str:
     """The StateBench id when it names one fact only, else ``<id or key>#<n>``."""
     base = source_id or key
     candidate = base
@@ -279,31 +281,31 @@ def _fresh_id(build: _Build, source_id: str | None, key: str) -> str:
 # --------------------------------------------------------------------------- #
 
 
-def _source(obj: dict[str, Any], path: str) -> dict[str, Any]:
+def _write_source(obj: dict[str, Any], path: str) -> dict[str, Any]:
     source = obj.get("source")
     if isinstance(source, str):  # schema before v1.0: the source type alone
         return {"type": source}
-    return _opt_obj(obj, "source", path)
+    return optional_object(obj, "source", path)
 
 
-def _duplicated_ids(
+def duplicated_ids(
     initial: dict[str, Any], raw_events: list[Any], kinds: list[str], chosen: int | None
 ) -> set[str]:
     """StateBench fact ids written more than once (``W-AUTO``): each use gets ``#n``."""
     counts: Counter[str] = Counter()
-    for pf in _opt_list(initial, "persistent_facts", "initial_state"):
+    for pf in optional_list(initial, "persistent_facts", "initial_state"):
         if isinstance(pf, dict) and isinstance(pf.get("id"), str):
             counts[pf["id"]] += 1
     for i in range(chosen if chosen is not None else len(raw_events)):
         if kinds[i] in ("state_write", "supersession"):
-            for w in _opt_list(raw_events[i], "writes", f"events[{i}]"):
+            for w in optional_list(raw_events[i], "writes", f"events[{i}]"):
                 if isinstance(w, dict) and isinstance(w.get("id"), str):
                     counts[w["id"]] += 1
     return {k for k, n in counts.items() if n > 1}
 
 
-def _emit_initial_state(
-    build: _Build,
+def emit_initial_state(
+    build: TimelineBuild,
     initial: dict[str, Any],
     environment: dict[str, Any],
     now: datetime | None,
@@ -311,10 +313,11 @@ def _emit_initial_state(
 ) -> None:
     """Initial persistent facts, environment entries and scoped working-set items, by ts."""
     items: list[tuple[datetime, int, str, str, Any]] = []
-    for i, raw in enumerate(_opt_list(initial, "persistent_facts", "initial_state")):
+    for i, raw in enumerate(optional_list(initial, "persistent_facts", "initial_state")):
         path = f"initial_state.persistent_facts[{i}]"
-        pf = _obj(raw, path)
-        items.append((_ts(_req(pf, "ts", path), _join(path, "ts")), len(items), "pf", path, pf))
+        pf = field_object(raw, path)
+        written = field_time(required_field(pf, "ts", path), join_path(path, "ts"))
+        items.append((written, len(items), "pf", path, pf))
     env_ts = now if now is not None else first_event
     for name in sorted(environment):
         if name == "now" or environment[name] is None:
@@ -324,12 +327,14 @@ def _emit_initial_state(
             build.note("environment_without_time", path)
             continue
         items.append((env_ts, len(items), "env", path, name))
-    for i, raw in enumerate(_opt_list(initial, "working_set", "initial_state")):
+    for i, raw in enumerate(optional_list(initial, "working_set", "initial_state")):
         path = f"initial_state.working_set[{i}]"
-        item = _obj(raw, path)
-        content = _text(_req(item, "content", path), _join(path, "content"))
+        item = field_object(raw, path)
+        content = field_text(required_field(item, "content", path), join_path(path, "content"))
         match = _WS_SCOPE_RE.match(content)
-        stamp = _ts(item["ts"], _join(path, "ts")) if item.get("ts") is not None else env_ts
+        stamp = (
+            field_time(item["ts"], join_path(path, "ts")) if item.get("ts") is not None else env_ts
+        )
         if match is None or stamp is None:
             build.note("working_set_item", path)
             continue
@@ -338,19 +343,21 @@ def _emit_initial_state(
 
     for ts, _, what, path, data in items:
         if what == "pf":
-            key = _text(_req(data, "key", path), _join(path, "key"), empty=False)
+            key = field_text(required_field(data, "key", path), join_path(path, "key"), empty=False)
             is_valid = data.get("is_valid", True)
             if not isinstance(is_valid, bool):
-                raise _fail(_join(path, "is_valid"), "must be a boolean")
+                raise field_error(join_path(path, "is_valid"), "must be a boolean")
             _add_fact(
                 build, path=path, ts=ts,
-                source_id=_text(_req(data, "id", path), _join(path, "id"), empty=False),
+                source_id=field_text(
+                    required_field(data, "id", path), join_path(path, "id"), empty=False
+                ),
                 key=key, source_key=key,
-                raw_value=_req(data, "value", path), value_path=_join(path, "value"),
-                layer="persistent_facts", source=_source(data, path),
-                scope=_opt_text(data, "scope", path),
-                supersedes=_refs(data.get("supersedes"), _join(path, "supersedes")),
-                depends_on=_refs(data.get("depends_on"), _join(path, "depends_on")),
+                raw_value=required_field(data, "value", path), value_path=join_path(path, "value"),
+                layer="persistent_facts", source=_write_source(data, path),
+                scope=optional_text(data, "scope", path),
+                supersedes=field_refs(data.get("supersedes"), join_path(path, "supersedes")),
+                depends_on=field_refs(data.get("depends_on"), join_path(path, "depends_on")),
                 is_constraint=data.get("is_constraint") is True,
                 is_valid=is_valid, writer_fallback="statebench",
             )
@@ -367,15 +374,15 @@ def _emit_initial_state(
             _add_fact(
                 build, path=path, ts=ts, source_id=None,
                 key=f"working_set.{data.group(2)}", source_key=data.group(2),
-                raw_value=data.group(3), value_path=_join(path, "content"),
+                raw_value=data.group(3), value_path=join_path(path, "content"),
                 layer="working_set", source={"type": "working_set"}, scope=data.group(1),
                 supersedes=[], depends_on=[], is_constraint=False, is_valid=True,
                 writer_fallback="working_set",
             )
 
 
-def _emit_events(
-    build: _Build,
+def emit_events(
+    build: TimelineBuild,
     raw_events: list[Any],
     kinds: list[str],
     stamps: list[datetime],
@@ -393,38 +400,41 @@ def _emit_events(
         path = f"events[{i}]"
         kind = kinds[i]
         if kind == "conversation_turn":
-            text = _opt_text(raw, "text", path)
+            text = optional_text(raw, "text", path)
             build.note("conversation_turn", path)
             if text and i < end:
                 turns.append(text)
             marker = raw.get("implicit_supersession")
             if isinstance(marker, dict):
-                build.note("implicit_supersession", _join(path, "implicit_supersession"),
+                build.note("implicit_supersession", join_path(path, "implicit_supersession"),
                            str(marker.get("supersedes_fact_id")))
             continue
         if kind == "query":
             continue
-        writes = _list(_req(raw, "writes", path), _join(path, "writes"))
+        writes = field_list(required_field(raw, "writes", path), join_path(path, "writes"))
         if i > end:
             if last is None or i > last:
                 build.note("write_after_query", path)
             continue
         for j, raw_write in enumerate(writes):
             wpath = f"{path}.writes[{j}]"
-            write = _obj(raw_write, wpath)
-            layer = _opt_text(write, "layer", wpath) or "persistent_facts"
+            write = field_object(raw_write, wpath)
+            layer = optional_text(write, "layer", wpath) or "persistent_facts"
             if layer not in _LAYERS:
-                raise _fail(_join(wpath, "layer"), f"unknown layer {layer!r}")
-            key = _text(_req(write, "key", wpath), _join(wpath, "key"), empty=False)
+                raise field_error(join_path(wpath, "layer"), f"unknown layer {layer!r}")
+            key = field_text(
+                required_field(write, "key", wpath), join_path(wpath, "key"), empty=False
+            )
             _add_fact(
                 build, path=wpath, ts=stamps[i],
-                source_id=_opt_text(write, "id", wpath) or None,
+                source_id=optional_text(write, "id", wpath) or None,
                 key=key if layer == "persistent_facts" else f"{layer}.{key}", source_key=key,
-                raw_value=_req(write, "value", wpath), value_path=_join(wpath, "value"),
-                layer=layer, source=_source(write, wpath),
-                scope=_opt_text(write, "scope", wpath),
-                supersedes=_refs(write.get("supersedes"), _join(wpath, "supersedes")),
-                depends_on=_refs(write.get("depends_on"), _join(wpath, "depends_on")),
+                raw_value=required_field(write, "value", wpath),
+                value_path=join_path(wpath, "value"),
+                layer=layer, source=_write_source(write, wpath),
+                scope=optional_text(write, "scope", wpath),
+                supersedes=field_refs(write.get("supersedes"), join_path(wpath, "supersedes")),
+                depends_on=field_refs(write.get("depends_on"), join_path(wpath, "depends_on")),
                 is_constraint=write.get("is_constraint") is True,
                 is_valid=True, writer_fallback="user",
             )
