@@ -22,6 +22,14 @@ touched); peak RSS is ``ru_maxrss`` of the per-run process. JSON goes to
 
     python benchmarks/engine.py --sizes 10000,100000 --out engine.json
 
+``--first-call`` measures instead the first call for an actor class the engine has not
+seen (issue 28): the whole log loaded, the probe actor resolved once, then each of
+``FIRST_CLASSES`` (other roles, clearance, scope, actor id of the probe's tenant) resolved
+for the first time (wall and CPU ms: the machine may be shared), a second time, and by the
+pure path; p50 and max per size::
+
+    python benchmarks/engine.py --first-call --sizes 10000,100000 --out first.json
+
 This is a script, not a test: it is not collected by pytest.
 """
 
@@ -48,6 +56,20 @@ sys.path.insert(0, str(HERE))
 import synth  # noqa: E402
 
 TENANTS_MANY = 1000
+
+#: The new classes of ``--first-call``: changes of the probe actor (roles, clearance, scope,
+#: and at last an id some fact names), each a class the engine has not seen.
+FIRST_CLASSES: tuple[dict[str, Any], ...] = (
+    {"roles": ["hr"]},
+    {"roles": ["legal", "ops"]},
+    {"roles": []},
+    {"clearance": "secret"},
+    {"clearance": "public", "roles": ["finance"]},
+    {"scope": "helios"},
+    {"scope": "apollo/eu"},
+    {"scope": "global", "roles": ["sales", "hr"]},
+    {"id": "bob", "roles": ["ops"]},
+)
 
 
 def _prefixed(event: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -141,6 +163,58 @@ def run_one(n: int, shape: str, turns: int, pure_runs: int) -> dict[str, Any]:
     }
 
 
+def first_call(n: int, pure_runs: int) -> dict[str, Any]:
+    """The first and second call of each new class against the pure path, at ``n`` events."""
+    import gamma  # the benchmark's subject
+
+    lines, probe = shape_lines(n, "one")
+    at = synth.probe_time(n)
+    engine = gamma.Engine()
+    for start in range(0, len(lines), 10_000):
+        engine.append(lines[start : start + 10_000])
+    engine.resolve(probe, at)  # the tenant's fold and one class, as a host has them
+    events = gamma.parse_events(lines, policy=engine.policy)
+    gc.collect()
+    first_ms, first_cpu_ms, second_ms, pure_ms, rows = [], [], [], [], []
+    for change in FIRST_CLASSES:
+        actor = dict(probe, **change)
+        a, cpu = time.perf_counter(), time.process_time()
+        kept = engine.resolve(actor, at)
+        kept.render("context")
+        b, cpu = time.perf_counter(), time.process_time() - cpu
+        again = engine.resolve(actor, at)
+        again.render("context")
+        c = time.perf_counter()
+        pure_runs_ms = []
+        for _ in range(pure_runs):
+            d = time.perf_counter()
+            pure = gamma.resolve(events, actor, at, engine.policy)
+            pure.render("context")
+            pure_runs_ms.append((time.perf_counter() - d) * 1e3)
+        assert kept.to_json() == pure.to_json() == again.to_json(), change
+        assert kept.render("context") == pure.render("context"), change
+        first_ms.append((b - a) * 1e3)
+        first_cpu_ms.append(cpu * 1e3)
+        second_ms.append((c - b) * 1e3)
+        pure_ms.append(statistics.median(pure_runs_ms))
+        rows.append({"class": change, "first_ms": round(first_ms[-1], 2),
+                     "first_cpu_ms": round(first_cpu_ms[-1], 2),
+                     "second_ms": round(second_ms[-1], 3), "pure_ms": round(pure_ms[-1], 1)})
+
+    def summary(values: list[float]) -> dict[str, float]:
+        return {"p50": round(statistics.median(values), 3), "max": round(max(values), 3)}
+
+    return {
+        "events": len(engine.events),
+        "tenant_facts": len(kept.admitted) + len(kept.excluded),
+        "first_ms": summary(first_ms),
+        "first_cpu_ms": summary(first_cpu_ms),
+        "second_ms": summary(second_ms),
+        "pure_ms": summary(pure_ms),
+        "classes": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
@@ -148,15 +222,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--pure-runs", type=int, default=3)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--first-call", action="store_true", help="the first call of new classes")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # n:shape, in the child
     args = parser.parse_args(argv)
     if args.one:
         n, shape = args.one.split(":")
-        print(json.dumps(run_one(int(n), shape, args.turns, args.pure_runs)))
+        if shape == "first":
+            print(json.dumps(first_call(int(n), args.pure_runs)))
+        else:
+            print(json.dumps(run_one(int(n), shape, args.turns, args.pure_runs)))
         return 0
     results = []
+    shapes = ["first"] if args.first_call else args.shapes.split(",")
     for size in (int(s) for s in args.sizes.split(",")):
-        for shape in args.shapes.split(","):
+        for shape in shapes:
             child = [sys.executable, __file__, "--one", f"{size}:{shape}",
                      "--turns", str(args.turns), "--pure-runs", str(args.pure_runs)]
             done = subprocess.run(child, check=True, capture_output=True, text=True)

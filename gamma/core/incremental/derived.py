@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -34,6 +34,7 @@ from gamma.core.resolving.phases import (
     inherit,
     key_access_ignored,
     known_unknown,
+    listed,
     own_codes,
     recomputed,
 )
@@ -46,7 +47,16 @@ from gamma.core.terms.decisions import (
     Ignored,
     Reason,
 )
-from gamma.core.terms.model import Actor, Assert, Event, Experience, Grant, Revoke, Value
+from gamma.core.terms.model import (
+    Actor,
+    Assert,
+    Event,
+    Experience,
+    Grant,
+    Revoke,
+    Value,
+    Visibility,
+)
 from gamma.core.terms.policy import Policy
 
 __all__ = ["Derived", "Table", "TenantIndex", "actor_class"]
@@ -75,6 +85,13 @@ class Table(Generic[K, V]):
         self._pending[key] = None
         self._tuple = None
 
+    def copy(self) -> Table[K, V]:
+        """An independent table with the same values (a class forked from another)."""
+        other: Table[K, V] = Table()
+        other._keys, other._values = list(self._keys), list(self._values)
+        other._pending, other._tuple = dict(self._pending), self._tuple
+        return other
+
     def values(self) -> tuple[V, ...]:
         if self._tuple is None:
             self._flush()
@@ -83,14 +100,22 @@ class Table(Generic[K, V]):
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
-        if len(pending) > 32 and len(pending) * 16 > len(self._keys):
-            merged: dict[K, V | None] = dict(zip(self._keys, self._values, strict=True))
-            merged.update(pending)
-            self._keys = sorted(k for k, v in merged.items() if v is not None)
-            self._values = [v for k in self._keys if (v := merged[k]) is not None]
-            return
         keys, values = self._keys, self._values
+        if len(pending) > 32 and len(pending) * 2 > len(keys):
+            self._merge(pending)
+            return
+        # a value replaced in place keeps the order: only entries coming or going move others
+        moving: dict[K, V | None] = {}
         for key, value in pending.items():
+            i = bisect.bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key and value is not None:
+                values[i] = value
+            else:
+                moving[key] = value
+        if len(moving) > 32 and len(moving) * 16 > len(keys):
+            self._merge(moving)
+            return
+        for key, value in moving.items():
             i = bisect.bisect_left(keys, key)
             found = i < len(keys) and keys[i] == key
             if value is None:
@@ -101,6 +126,13 @@ class Table(Generic[K, V]):
             else:
                 keys.insert(i, key)
                 values.insert(i, value)
+
+    def _merge(self, pending: dict[K, V | None]) -> None:
+        """Many changes at once: one sort."""
+        merged: dict[K, V | None] = dict(zip(self._keys, self._values, strict=True))
+        merged.update(pending)
+        self._keys = sorted(k for k, v in merged.items() if v is not None)
+        self._values = [v for k in self._keys if (v := merged[k]) is not None]
 
 
 class TenantIndex:
@@ -116,11 +148,17 @@ class TenantIndex:
         self.named: set[str] = set()  # actor ids some visibility list or grant names
         self.fact_grants: dict[str, int] = {}  # grants and revokes naming each fact, counted
         self.derivations: set[str] = set()  # the facts stating a derivation
+        # what of a fact an actor's class reads (``Derived.fork``): its scope and its
+        # visibility rule, each with its facts
+        self.scope_facts: dict[str, list[str]] = defaultdict(list)
+        self.rule_facts: dict[Visibility | None, list[str]] = defaultdict(list)
 
     def add(self, event: Event, fold: FoldState, grants_before: int) -> None:
         """Index ``event`` just folded (``grants_before``: len(key_grant_events) before it)."""
         if isinstance(event, Assert):
             self.by_key.setdefault(event.key, []).append(event.fact)
+            self.scope_facts[fold.facts[event.fact].scope].append(event.fact)
+            self.rule_facts[event.visibility].append(event.fact)
             self.order_of[event.fact] = len(self.order_of)
             for dep in event.depends_on or ():
                 self.dependents[dep].append(event.fact)
@@ -155,6 +193,65 @@ def actor_class(actor: Actor, index: TenantIndex) -> tuple[object, ...]:
     return (actor.tenant, actor.roles, actor.clearance, actor.scope, named)
 
 
+Part = TypeVar("Part", list[int], set[str])
+
+
+def _mine(table: dict[str, Part], owned: set[str], name: str, make: Callable[..., Part]) -> Part:
+    """``table[name]``, made or copied first unless this object made it (``owned``)."""
+    found = table.get(name)
+    if found is None or name not in owned:
+        found = table[name] = make(found or ())
+        owned.add(name)
+    return found
+
+
+def _differing(
+    derived: Derived, fold: FoldState, donor: Actor, actor: Actor
+) -> tuple[set[str], set[str]]:
+    """What of ``derived`` (made for ``donor``) may differ for ``actor`` (``Derived.fork``):
+    the keys to compute again, and the facts whose own codes but for their scope and
+    visibility codes are the same (``_class_codes``)."""
+    index, own, policy = derived.index, derived.own, derived.policy
+    mine, theirs = Access(fold, actor), Access(fold, donor)
+    keys: set[str] = set()
+    facts: set[str] = set()
+    # the grantees one of them has and not the other (``Access.events``: a grant to one
+    # they share reaches both alike)
+    grantees = set(mine.grantees) ^ set(theirs.grantees)
+    by_fact, by_key = fold.fact_access, fold.key_access
+    for scope, found in index.scope_facts.items():
+        if mine.in_scope(scope) != theirs.in_scope(scope):
+            for fact_id in found:
+                codes = own.get(fact_id)
+                if codes is None or codes.keys() <= _CLASS_CODES:  # a candidate of one of them
+                    keys.add(fold.facts[fact_id].event.key)  # its key's precedence may move
+                else:
+                    facts.add(fact_id)
+    for rule, found in index.rule_facts.items():
+        level = None if rule is None else rule.clearance
+        answer = (listed(rule, actor), mine.clears(level, policy))
+        if answer != (listed(rule, donor), theirs.clears(level, policy)):
+            facts.update(found)  # a grant they share may let one see and not the other
+        elif not all(answer):  # the rule alone denies both: a grant to one of them only may
+            for fact_id in found:  # let that one see, or name another event
+                key = fold.facts[fact_id].event.key
+                if any((fact_id, g) in by_fact or (key, g) in by_key for g in grantees):
+                    facts.add(fact_id)
+    return keys, facts
+
+
+def _class_codes(fact: FactRecord, own: Codes, access: Access, policy: Policy) -> Codes:
+    """A fact's own codes for another class whose scope answer changes nothing of its key's
+    precedence: its codes but the class's two, then those two as ``own_codes`` adds them."""
+    codes = {c: r for c, r in own.items() if c not in _SEEN_CODES}
+    if not access.in_scope(fact.scope):
+        codes["out_of_scope"] = Reason("out_of_scope", (fact.event.id,))
+    named = access.denial(fact, policy)
+    if named is not None:
+        codes["access_denied"] = Reason("access_denied", named)
+    return codes
+
+
 def _replaced_by(codes: Codes) -> str | None:
     """The fact an experience's replacement walk goes to from a fact with ``codes``."""
     if not codes or not set(codes) <= SUBSTITUTING_CODES:
@@ -169,8 +266,19 @@ def _replaced_by(codes: Codes) -> str | None:
 #: that a call skips the facts of the key whose own codes cannot have moved.
 LONG_KEY = 8
 
+#: The share of a tenant's facts past which a new class is computed afresh rather than
+#: forked from another's results (each fact a fork computes again costs about what computing
+#: it afresh does, and the fork copies the results besides).
+FORK_MOST = 0.5
+
 #: The codes a candidate for precedence may have (any other: it is none).
 _CANDIDATE_CODES = frozenset({"outranked", "overridden", "access_denied"})
+
+#: The own codes that read the actor's class: its scope's and its visibility's.
+_SEEN_CODES = frozenset({"out_of_scope", "access_denied"})
+
+#: The own codes a fact may have and still be a candidate for precedence for some class.
+_CLASS_CODES = _CANDIDATE_CODES | _SEEN_CODES
 
 
 def _own_inputs(fact: FactRecord, at: datetime, grants: tuple[int, int]) -> tuple[object, ...]:
@@ -228,11 +336,15 @@ class Derived:
         self.extras: frozenset[tuple[str, str, str]] = frozenset()
         # experiences: verdicts by log index, the experiences using each fact, the walk
         self.seen_experiences = 0
-        self.uses_of: dict[str, list[int]] = defaultdict(list)
+        self.uses_of: dict[str, list[int]] = {}
         self.verdicts: dict[int, ExperienceVerdict] = {}
         self.verdict_table: Table[tuple[str, int], ExperienceVerdict] = Table()
         self.unjudged: set[int] = set()
-        self.walks_to: dict[str, set[str]] = defaultdict(set)  # g -> facts whose walk steps to g
+        self.walks_to: dict[str, set[str]] = {}  # g -> facts whose walk steps to g
+        # the entries of ``uses_of`` and ``walks_to`` this object made, and so may change in
+        # place; the others it shares with the results it was forked from or to (``fork``)
+        self.owned_uses: set[str] = set()
+        self.owned_walks: set[str] = set()
         self.memo: dict[str, str | None] = {}
         # recompute mode: each derived fact's computed value or failure, the facts its last
         # evaluation read, and per fact the derived facts that read it
@@ -241,6 +353,60 @@ class Derived:
         self.failed: dict[str, Reason] = {}
         self.reads: dict[str, set[str]] = {}
         self.readers: dict[str, set[str]] = defaultdict(set)
+        self.actor: Actor | None = None  # the last actor of the class asked (``fork``)
+        self.refresh: set[str] = set()  # facts whose class codes only to compute (``fork``)
+
+    def fork(self, fold: FoldState, actor: Actor) -> Derived | None:
+        """These results made the starting point of another class of the same tenant: a copy
+        (sharing only immutable values) whose keys ``actor`` may see otherwise are dirty.
+
+        A fact's own codes read of the class only whether its scope contains the actor's
+        (``out_of_scope``, and so its key's candidates for precedence) and whether its
+        visibility rule or a grant lets the actor see it (``access_denied``); every other
+        code, and phase 4's, follows from the own codes. So the keys with a fact of a scope
+        the two classes answer differently, or of a visibility rule they answer differently,
+        or of a rule both fail whose key some grant or revoke names, are all that can
+        differ: ``ensure`` computes them again and, from the facts whose own codes moved,
+        their dependents, as for an append. The viewer-independent rest (validity,
+        precedence where scope agrees, the records of facts that no difference reaches,
+        their context lines, the key-wide grants' ignored entries, experiences' verdicts)
+        is shared. None when the two differ in more than ``FORK_MOST`` of the facts (a scope
+        apart: most facts' ``out_of_scope``): computing the class afresh is then cheaper."""
+        assert self.actor is not None and self.complete
+        keys, refresh = _differing(self, fold, self.actor, actor)
+        by_key = self.index.by_key
+        if len(refresh) + sum(len(by_key.get(k, ())) for k in keys) > FORK_MOST * len(self.own):
+            return None
+        other = Derived(self.policy, self.index)
+        other.at, other.version = self.at, self.version
+        other.overlay, other.due = self.overlay, self.due
+        other.done, other.dirty, other.complete = set(self.done), set(self.dirty), True
+        other.own, other.inputs = dict(self.own), dict(self.inputs)
+        other.codes, other.origins = dict(self.codes), dict(self.origins)
+        other.recheck, other.decided = dict(self.recheck), dict(self.decided)
+        other.admitted_ids = set(self.admitted_ids)
+        other.admitted, other.excluded = self.admitted.copy(), self.excluded.copy()
+        other.recheck_inputs = self.recheck_inputs.copy()
+        other.unknown_of, other.unknown = dict(self.unknown_of), self.unknown.copy()
+        other.context = self.context.copy()
+        other.key_ignored = dict(self.key_ignored)
+        other.ignored_table, other.ignored_seen = self.ignored_table.copy(), self.ignored_seen
+        other.extras = self.extras
+        other.seen_experiences = self.seen_experiences
+        other.uses_of, other.walks_to = dict(self.uses_of), dict(self.walks_to)
+        self.owned_uses, self.owned_walks = set(), set()  # shared from now on: copied on change
+        other.verdicts, other.verdict_table = dict(self.verdicts), self.verdict_table.copy()
+        other.unjudged = set(self.unjudged)
+        other.memo = dict(self.memo)
+        other.computed, other.restated = dict(self.computed), dict(self.restated)
+        other.failed, other.reads = dict(self.failed), dict(self.reads)
+        other.readers = defaultdict(set, {f: set(r) for f, r in self.readers.items()})
+        other.actor, other.refresh = actor, refresh
+        for key in keys:  # their facts' own codes are the class's own: none is known
+            for fact_id in self.index.by_key.get(key, ()):
+                other.inputs.pop(fact_id, None)
+        other.invalidate(keys)
+        return other
 
     def context_body(self) -> ContextBody:
         """The context block of the results as they are (every key computed: ``complete``),
@@ -273,10 +439,22 @@ class Derived:
             closure = self._missing_ancestors(fold, set(keys) | (self.dirty & self.done))
             wanted = {k for k in closure if k in self.dirty or k not in self.done}
         self.dirty.clear()  # a key not computed yet is computed afresh when asked
-        if not wanted:
+        if not wanted and not self.refresh:
             return
         access = Access(fold, actor)
         moved: list[str] = []
+        if self.refresh:  # a fork's facts whose key is not computed again
+            refresh, self.refresh = self.refresh, set()
+            own = self.own
+            for fact_id in refresh:
+                fact = fold.facts[fact_id]
+                if fact.event.key in wanted:  # computed with its key: not skipped as known
+                    self.inputs.pop(fact_id, None)
+                    continue
+                codes = _class_codes(fact, own[fact_id], access, self.policy)
+                if codes != own[fact_id]:
+                    own[fact_id] = codes
+                    moved.append(fact_id)
         for key in wanted:
             records = [fold.facts[f] for f in index.by_key.get(key, ())]
             if len(records) <= LONG_KEY:
@@ -479,8 +657,8 @@ class Derived:
 
     def _known_unknown(self, fold: FoldState, key: str) -> None:
         records = [fold.facts[f] for f in self.index.by_key.get(key, ())]
-        if any(r.id not in self.codes for r in records):
-            return  # decided when the whole key is
+        if not self.complete and any(r.id not in self.codes for r in records):
+            return  # decided when the whole key is (every key computed: each has its codes)
         unknown = known_unknown(records, self.codes, self.policy)
         if self.unknown_of.get(key) != unknown:
             self.context.unknown(key, unknown)
@@ -497,9 +675,9 @@ class Derived:
         after = _replaced_by(new)
         if before != after:
             if before is not None:
-                self.walks_to[before].discard(fact_id)
+                _mine(self.walks_to, self.owned_walks, before, set).discard(fact_id)
             if after is not None:
-                self.walks_to[after].add(fact_id)
+                _mine(self.walks_to, self.owned_walks, after, set).add(fact_id)
 
     def _rejudge(self, changed: list[str]) -> None:
         """Forget the verdicts and walks that read a fact whose record changed."""
@@ -521,7 +699,7 @@ class Derived:
         """Index the experiences folded since the last call."""
         for i in range(self.seen_experiences, len(experiences)):
             for used in dict.fromkeys(experiences[i].uses or ()):
-                self.uses_of[used].append(i)
+                _mine(self.uses_of, self.owned_uses, used, list).append(i)
             self.unjudged.add(i)
         self.seen_experiences = len(experiences)
 

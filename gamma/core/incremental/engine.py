@@ -9,7 +9,11 @@ each step touched (``gamma.core.incremental.tenants``). The phases (SPEC §4) ar
 that class last asked (by appends, by deferred effects, or by moving ``at``
 across a fact's ``valid_from``/``valid_until``), the dependents of the facts
 whose codes moved, and keys never asked before. ``check`` and ``keys=`` compute
-only the keys asked, their dependency ancestors' keys and their grants. Each class keeps
+only the keys asked, their dependency ancestors' keys and their grants. A class asked for
+the first time (whole) starts from another class's results of its tenant (``Derived.fork``):
+the viewer-independent part (validity, precedence where the scopes agree, every record no
+difference of scope, visibility or grant reaches) is shared, and only what the two classes
+see otherwise is computed again, as for an append. Each class keeps
 its context block's lines too (``gamma.core.resolving.context``): a call renders again only the lines
 of the facts whose records it changed, and the resolution carries them, immutable, for
 ``render("context")`` to join.
@@ -204,7 +208,7 @@ class EngineState:
 
     def _resolve(self, actor: Actor, at: datetime, keys: Iterable[str] | None) -> Resolution:
         head = self._heads[bisect.bisect_right(self._ts, at)].hex()
-        view = self._view(actor, at)
+        view = self._view(actor, at, keys is None)
         if view is None:  # a prefix of the tenant: folded afresh
             fold, index = self._fresh(actor.tenant, at)
             if keys is None:
@@ -274,10 +278,13 @@ class EngineState:
         """The actor and time as ``gamma.resolve`` takes them."""
         return normal_actor(actor, self.policy), parse_at(at)
 
-    def _view(self, actor: Actor, at: datetime) -> tuple[TenantFold, Fold, Derived] | None:
+    def _view(
+        self, actor: Actor, at: datetime, whole: bool = False
+    ) -> tuple[TenantFold, Fold, Derived] | None:
         """The kept fold of the actor's tenant at ``at`` (with the deferred effects due by then)
         and the actor's class's results, told what changed since it last asked; None when
-        ``at`` cuts the tenant's events (or the kept fold has run effects past it)."""
+        ``at`` cuts the tenant's events (or the kept fold has run effects past it). ``whole``:
+        every key will be asked, so a class not seen starts from another class's results."""
         kept = self._tenants.get(actor.tenant)
         if kept is None or kept.events[-1][1].ts > at:
             return None
@@ -297,15 +304,21 @@ class EngineState:
         else:
             fold, overlay, due = due_at(kept, at)
             kept.overlay = (kept.version, at, fold, overlay, due)
-        return kept, fold, self._derived(kept, actor, fold, at, overlay, due)
+        return kept, fold, self._derived(kept, actor, fold, at, overlay, due, whole)
 
     def _derived(
         self, kept: TenantFold, actor: Actor, fold: Fold, at: datetime,
-        overlay: frozenset[str], due: frozenset[str],
+        overlay: frozenset[str], due: frozenset[str], whole: bool,
     ) -> Derived:
         """The results kept for the actor's class, invalidated where the view changed since."""
         name = actor_class(actor, kept.index)
         derived = self._classes.get(name)
+        if whole and (derived is None or not derived.complete):
+            donor = self._donor(kept, actor)
+            # another class's results, with what the new class sees otherwise to compute again
+            forked = None if donor is None else donor.fork(fold, actor)
+            if forked is not None:
+                derived = forked
         dirty = None if derived is None else kept.since(derived.version)
         if derived is None or dirty is None or derived.at is None:
             derived = Derived(self.policy, kept.index)
@@ -323,8 +336,30 @@ class EngineState:
         while len(self._classes) > CLASSES_KEPT:
             self._classes.popitem(last=False)
         derived.version, derived.overlay, derived.due, derived.at = kept.version, overlay, due, at
+        derived.actor = actor
         derived.take_experiences(fold.experiences)
         return derived
+
+    def _donor(self, kept: TenantFold, actor: Actor) -> Derived | None:
+        """The kept results of another class of the actor's tenant that a new class may start
+        from (``Derived.fork``): every key computed, its journal position still kept; one of
+        the same scope first (a scope the two answer alike leaves precedence as it is), then
+        the most recently asked."""
+        found = None
+        for name, derived in reversed(self._classes.items()):
+            if (
+                name[0] != actor.tenant
+                or not derived.complete
+                or derived.at is None
+                or derived.actor is None
+                or kept.since(derived.version) is None
+            ):
+                continue
+            if derived.actor.scope == actor.scope:
+                return derived
+            if found is None:
+                found = derived
+        return found
 
     def _fresh(self, tenant: str, at: datetime) -> tuple[Fold, TenantIndex]:
         """The tenant's events with ``ts <= at`` folded afresh, with their index."""

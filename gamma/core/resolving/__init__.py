@@ -32,6 +32,7 @@ FACE: dict[str, tuple[str, ...]] = {
         "inherit",
         "key_access_ignored",
         "known_unknown",
+        "listed",
         "own_codes",
         "recomputed",
         "scope_contains",

@@ -92,6 +92,16 @@ class ContextLines:
         self._sections: tuple[Section, Section, Section, Section] | None = None
         self._last = (Section(), Section(), Section(), Section())  # the sections last made
 
+    def copy(self) -> ContextLines:
+        """An independent copy (a class forked from another: ``Derived.fork``); the sections
+        made are immutable and shared."""
+        other = ContextLines()
+        other._order = [list(order) for order in self._order]
+        other._lines = [list(lines) for lines in self._lines]
+        other._where, other._admits = dict(self._where), dict(self._admits)
+        other._unknowns, other._sections, other._last = dict(self._unknowns), self._sections, self._last
+        return other
+
     def admit(self, record: Admitted) -> None:
         self._admits[record.fact] = record
         self._sections = None

@@ -39,7 +39,7 @@ from gamma.core.terms.decisions import (
     Reason,
     Recomputed,
 )
-from gamma.core.terms.model import Actor, Assert, Experience, Value
+from gamma.core.terms.model import Actor, Assert, Experience, Value, Visibility
 from gamma.core.terms.policy import Policy
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "inherit",
     "key_access_ignored",
     "known_unknown",
+    "listed",
     "own_codes",
     "recomputed",
     "scope_contains",
@@ -185,6 +186,14 @@ def own_codes(
     return codes
 
 
+def listed(rule: Visibility | None, actor: Actor) -> bool:
+    """Phase 3's list: no rule, a rule listing no one, or the actor or one of its roles listed."""
+    if rule is None:
+        return True
+    roles, actors = rule.roles or (), rule.actors or ()
+    return (not roles and not actors) or actor.id in actors or any(r in actor.roles for r in roles)
+
+
 def _validity(fact: FactRecord, at: datetime) -> Codes:
     """Phase 1: the viewer-independent validity codes of one fact at ``at``."""
     e = fact.event
@@ -273,21 +282,12 @@ class Access:
         """The events of the fact's access_denied reason when the actor fails its visibility
         rule, else None. The grants are read only when the rule alone does not admit it."""
         vis = fact.event.visibility
-        actor = self.actor
-        if vis is None:
-            listed, clears = True, self.clears(None, policy)
-        else:
-            roles, actors = vis.roles or (), vis.actors or ()
-            listed = (
-                (not roles and not actors)
-                or actor.id in actors
-                or any(role in actor.roles for role in roles)
-            )
-            clears = self.clears(vis.clearance, policy)
-        if listed and clears:  # the rule alone admits it: no grant to read
+        is_listed = listed(vis, self.actor)
+        clears = self.clears(None if vis is None else vis.clearance, policy)
+        if is_listed and clears:  # the rule alone admits it: no grant to read
             return None
         granted, access_event = self.events(fact)
-        if _may_see(listed, granted, clears):
+        if _may_see(is_listed, granted, clears):
             return None
         if access_event is None or access_event == fact.event.id:
             return (fact.event.id,)
