@@ -323,7 +323,7 @@ def test_the_ignored_codes_and_the_folds_records_are_named_once() -> None:
                 "insufficient_authority", "authority_capped"
             ):
                 codes.append(f"{module}:{name}")
-    for name in ("FactRecord", "FoldedFact", "Access", "_GrantStream", "_AccessLine"):
+    for name in ("FactRecord", "FoldedFact", "Access", "_GrantStream"):
         assert len(where.get(name, [])) == 1, (name, where.get(name))
     for name in ("_Access", "_Fact", "_INSUFFICIENT", "_CAPPED"):  # the names of before
         assert not [m for m in where.get(name, []) if m.startswith("gamma/core/")], name

@@ -1,6 +1,8 @@
 """Reading: the one way in. ``reader`` turns any source (a path, bytes, a stream, stdin, a
 store, lines, objects) into a validated ``ParsedLog``; ``events`` holds its line loop and the
-strict decoder of one event; ``plain`` and ``fastpath`` are its fast decoders; ``strictjson``
+strict decoder of one event; ``schema`` reads the model's declared fields and rules
+(``terms.model``: each field names its ``Rule``), from which ``plain`` and ``fastpath``, its
+fast decoders, and the strict checks of ``events`` are built; ``strictjson``
 the strict JSON decoder; ``stated`` a derivation checked at the door; ``logcheck`` the log's
 rules across events; ``convert`` the one cattrs converter; ``handbuilt`` validates events
 gamma did not read.

@@ -33,6 +33,7 @@ from gamma.core.reading.parsed import (
     ParsedLog,  # the reader's mark: see gamma.core.reading.handbuilt
 )
 from gamma.core.reading.plain import is_plain, plain_line
+from gamma.core.reading.schema import EVENT_FIELDS, LISTED, fields_of, named
 from gamma.core.reading.stated import check_derivation
 from gamma.core.reading.strictjson import decode_json
 from gamma.core.terms.canonical import canonical_json, compact_json, format_ts, unsafe_character
@@ -57,8 +58,8 @@ from gamma.core.terms.model import (
     ErasedValue,
     Event,
     Grant,
-    Migrate,
     Revoke,
+    Rule,
     Visibility,
 )
 from gamma.core.terms.policy import DEFAULT_POLICY, Policy
@@ -92,13 +93,10 @@ __all__ = [
     "EMPTY_FILE",
 ]
 
-_ID_FIELDS = (
-    "id", "actor", "tenant", "fact", "key", "experience", "role", "to_actor", "subject", "basis",
-)
-#: Per event class, the fields of _ID_FIELDS it has, in that order (the order errors follow).
+#: Per event class, its names (ids and names, held to printable text), in the model's order:
+#: the order the strict path checks them in, so the order its first error follows.
 _NAME_FIELDS: dict[type[Event], tuple[str, ...]] = {
-    cls: tuple(name for name in _ID_FIELDS if name in attrs.fields_dict(cls))
-    for cls in EVENT_TYPES.values()
+    cls: named(cls, Rule.ID, Rule.NAME) for cls in EVENT_TYPES.values()
 }
 
 
@@ -158,14 +156,17 @@ def _strict_event(obj: dict[str, Any], cls: type[Event], fail: Any) -> Event:
     """Structure through the converter: what the fast path is not sure of, with its errors."""
     body = {k: v for k, v in obj.items() if k != "type"}
     check_keys(body, cls, fail, prefix="")
-    if cls is Assert:
-        _check_value_form(body, fail)
-    elif cls is Erase:
-        _check_erased_items(body["erased"], fail)
-    elif cls is Migrate and (type(body["from_size"]) is not int or body["from_size"] < 0):
-        raise fail(ValueTypeError, "expected an integer >= 0 (the old log's size)", "from_size")
-    if isinstance(body.get("visibility"), dict):
-        check_keys(body["visibility"], Visibility, fail, prefix="visibility.")
+    for slot in fields_of(cls):  # the rules the converter's hooks do not see, in field order
+        if slot.rule is Rule.VALUE:
+            _check_value_form(body, fail)
+        elif slot.name not in body:
+            continue
+        elif slot.rule is Rule.ERASED:
+            _check_erased_items(body[slot.name], fail)
+        elif slot.rule is Rule.COUNT and (type(body[slot.name]) is not int or body[slot.name] < 0):
+            raise fail(ValueTypeError, "expected an integer >= 0 (the old log's size)", slot.name)
+        elif slot.rule is Rule.VISIBILITY and isinstance(body[slot.name], dict):
+            check_keys(body[slot.name], Visibility, fail, prefix=f"{slot.name}.")
     try:
         event: Event = converter.structure(body, cls)
     except cattrs.BaseValidationError as exc:
@@ -202,13 +203,8 @@ def _check_erased_items(items: Any, fail: Any) -> None:
         check_keys(item, ErasedValue, fail, prefix=f"erased[{index}].")
 
 
-def _check_committed(event: Assert, fail: Any) -> None:
-    """A salt and a commitment are 64 lowercase hex digits, and a commitment given with its
-    value and salt is theirs."""
-    for name in ("salt", "commitment"):
-        found = getattr(event, name)
-        if found is not None and not is_hex_digest(found):
-            raise fail(ValueTypeError, "expected 64 lowercase hex digits", name)
+def _check_commitment(event: Assert, fail: Any) -> None:
+    """A commitment given with its value and salt is theirs (each is 64 hex digits)."""
     if (
         event.salt is not None
         and event.commitment is not None
@@ -244,20 +240,21 @@ def check_strings(event: Event, *, source: str | None = None, line: int | None =
     for name in _STRING_FIELDS[type(event)]:
         value = getattr(event, name)
         if isinstance(value, Visibility):
-            for inner in ("roles", "actors", "clearance"):
-                _check_size(getattr(value, inner), f"visibility.{inner}", source, line)
-        elif name == "erased":
+            for inner in _STRING_FIELDS[Visibility]:
+                _check_size(getattr(value, inner), f"{name}.{inner}", source, line)
+        elif isinstance(value, tuple) and value and isinstance(value[0], ErasedValue):
             for index, item in enumerate(value):
-                _check_size(item.fact, f"erased[{index}].fact", source, line)
+                for inner in _STRING_FIELDS[ErasedValue]:
+                    _check_size(getattr(item, inner), f"{name}[{index}].{inner}", source, line)
         else:
             _check_size(value, name, source, line)
 
 
-_NOT_STRINGS = frozenset({"ts", "valid_from", "valid_until", "_canonical"})
-#: Per event class, the fields that hold strings (or tuples of them, or a Visibility).
-_STRING_FIELDS: dict[type[Event], tuple[str, ...]] = {
-    cls: tuple(field.name for field in attrs.fields(cls) if field.name not in _NOT_STRINGS)
-    for cls in EVENT_TYPES.values()
+#: Per class, the fields that hold strings (or tuples of them, a Visibility, erased values):
+#: every rule but a timestamp's and a count's.
+_STRING_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(slot.name for slot in slots if slot.rule not in (Rule.STAMP, Rule.COUNT))
+    for cls, slots in EVENT_FIELDS.items()
 }
 
 
@@ -308,22 +305,28 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
         value = getattr(event, name)
         if value is not None and isinstance(value, str):
             _check_id_text(value, fail, name)
-    if isinstance(event, Assert) and event.scope is not None:
-        _check_id_text(event.scope, fail, "scope")
-    if isinstance(event, Assert) and event.visibility is not None:
-        for list_name in ("roles", "actors"):
-            names = getattr(event.visibility, list_name)
+    rules = _RULED[type(event)]
+    for name in rules.scopes:
+        scope = getattr(event, name)
+        if scope is not None:
+            _check_id_text(scope, fail, name)
+    for outer in rules.visibilities:
+        visibility = getattr(event, outer)
+        if visibility is None:
+            continue
+        for list_name in LISTED:
+            names = getattr(visibility, list_name)
             if names is None:
                 continue
             if not names:
                 raise fail(
                     ValueTypeError,
-                    "an empty list restricts nothing: leave the field out (no 'visibility'"
+                    f"an empty list restricts nothing: leave the field out (no {outer!r}"
                     " means public)",
-                    f"visibility.{list_name}",
+                    f"{outer}.{list_name}",
                 )
             for index, item in enumerate(names):
-                _check_id_text(item, fail, f"visibility.{list_name}[{index}]")
+                _check_id_text(item, fail, f"{outer}.{list_name}[{index}]")
     authority = getattr(event, "authority", None)
     if (
         authority is not None
@@ -341,11 +344,16 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
     unknown = unknown_level(event, policy)
     if unknown is not None:
         raise fail(ValueTypeError, unknown[1], unknown[0])
+    for name in rules.digests:
+        found = getattr(event, name)
+        if found is not None and not is_hex_digest(found):
+            raise fail(ValueTypeError, "expected 64 lowercase hex digits", name)
     if isinstance(event, Assert):
-        if event.salt is not None or event.commitment is not None:
-            _check_committed(event, fail)
-        if event.scope is not None:
-            _scope_or_fail(event.scope, fail, "scope")
+        _check_commitment(event, fail)
+        for name in rules.scopes:
+            scope = getattr(event, name)
+            if scope is not None:
+                _scope_or_fail(scope, fail, name)
         if (
             event.valid_from is not None
             and event.valid_until is not None
@@ -353,18 +361,27 @@ def _check_semantics(event: Event, policy: Policy, fail: Any) -> None:
         ):
             raise fail(TimestampOrderError, "valid_until must be after valid_from", "valid_until")
     if isinstance(event, (Grant, Revoke)):
-        if (event.fact is None) == (event.key is None):
-            cls = MissingFieldError if event.fact is None else ValueTypeError
-            raise fail(cls, "give exactly one of 'fact' and 'key'", "fact")
-        if (event.role is None) == (event.to_actor is None):
-            cls = MissingFieldError if event.role is None else ValueTypeError
-            raise fail(cls, "give exactly one of 'role' and 'to_actor'", "role")
+        for one, other in event.PAIRS:
+            if (getattr(event, one) is None) == (getattr(event, other) is None):
+                cls = MissingFieldError if getattr(event, one) is None else ValueTypeError
+                raise fail(cls, f"give exactly one of {one!r} and {other!r}", one)
     if isinstance(event, Erase):
         _check_erase(event, policy, fail)
-    if isinstance(event, Migrate):
-        for name in ("from_head", "from_root"):
-            if not is_hex_digest(getattr(event, name)):
-                raise fail(ValueTypeError, "expected 64 lowercase hex digits", name)
+
+
+@attrs.frozen
+class _Ruled:
+    """Per event class, the fields of the rules ``_check_semantics`` checks by name."""
+
+    scopes: tuple[str, ...]
+    visibilities: tuple[str, ...]
+    digests: tuple[str, ...]
+
+
+_RULED = {
+    cls: _Ruled(named(cls, Rule.SCOPE), named(cls, Rule.VISIBILITY), named(cls, Rule.DIGEST))
+    for cls in EVENT_TYPES.values()
+}
 
 
 def _scope_or_fail(scope: str, fail: Any, field: str) -> None:
@@ -459,7 +476,10 @@ def event_line(event: Event) -> str:
     return canonical_json(obj)
 
 
-_TIMESTAMP_FIELDS = ("ts", "valid_from", "valid_until")
+#: Per event class, its timestamps.
+_TIMESTAMP_FIELDS: dict[type[Event], tuple[str, ...]] = {
+    cls: named(cls, Rule.STAMP) for cls in EVENT_TYPES.values()
+}
 
 
 def with_canonical(event: Event, obj: dict[str, Any]) -> Event:
@@ -469,7 +489,7 @@ def with_canonical(event: Event, obj: dict[str, Any]) -> Event:
     at a fraction of the cost, since the object is already plain JSON.
     """
     body = dict(obj)
-    for name in _TIMESTAMP_FIELDS:
+    for name in _TIMESTAMP_FIELDS[type(event)]:
         if name in body and not CANONICAL_TS.fullmatch(body[name]):
             body[name] = format_ts(getattr(event, name))
     if "salt" in body:  # a committed assert: its chain form (SPEC §21)

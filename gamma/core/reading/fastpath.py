@@ -4,12 +4,13 @@ and an object already decoded (``fast_event``: a store's rows, objects handed in
 ``fast_line`` is ``plain.typed_line`` for a line in any encoding (whitespace, key order,
 UTF-8, ``\\u`` escapes, CRLF): msgspec decodes it once into typed structs, every name is
 checked on its decoded text, and the canonical text is re-encoded from the decoded line, once.
-``fast_event`` structures a decoded object by hand.
+``fast_event`` structures a decoded object field by field, each value held to its field's rule
+by this module's check of that rule; the table of fields is the model's (``reading.schema``).
 
 Both only ever *accept*. Whatever they are not sure of (a float, an integer past
 ±(2^53-1), a key written twice, an unknown, missing or null field, a type the strict hooks
 refuse, a name with a character the strict path would look at, a timestamp not already in
-UTC canonical form, a field of issue 30) makes them answer None, and the caller takes the
+UTC canonical form, a digest of issue 30, an erase, a migration) makes them answer None, and the caller takes the
 strict path (``decode_json`` and the cattrs converter), which builds the same event or raises
 the error naming line and field. ``tests/test_events.py`` and ``tests/test_encodings.py`` pin
 the paths to the same events, canonical text and errors on generated valid and malformed logs.
@@ -22,6 +23,8 @@ from datetime import datetime
 from sys import intern
 from typing import Any
 
+import attrs
+
 from gamma.core.reading.plain import (
     CANONICAL_TS,
     MAX_SAFE_INTEGER,
@@ -29,22 +32,10 @@ from gamma.core.reading.plain import (
     sound,
     typed_line,
 )
+from gamma.core.reading.schema import Slot, fast_kinds, fields_of
 from gamma.core.reading.stated import derivation_sound
 from gamma.core.terms.caches import remember
-from gamma.core.terms.model import (
-    APPLICABILITIES,
-    KINDS,
-    PRIORITIES,
-    STATUSES,
-    Assert,
-    Event,
-    Experience,
-    Grant,
-    Promote,
-    Retract,
-    Revoke,
-    Visibility,
-)
+from gamma.core.terms.model import Assert, Event, Rule, Visibility
 from gamma.core.terms.policy import Policy
 
 __all__ = ["CANONICAL_TS", "SCOPE_SYNTAX", "fast_event", "fast_line", "sound"]
@@ -174,50 +165,54 @@ def _visibility(value: Any) -> Visibility:
     return Visibility(**fields)
 
 
-_VISIBILITY: dict[str, Callable[[Any], Any]] = {
-    "roles": _listed_names,
-    "actors": _listed_names,
-    "clearance": _label,
+#: What each rule the fast path reads means here: a check that returns the value to keep
+#: (a name interned) or raises ``_Defer``.
+_CHECKS: dict[Rule, Callable[[Any], Any]] = {
+    Rule.ID: _ident,
+    Rule.NAME: _fast_name,
+    Rule.SCOPE: _scope,
+    Rule.STAMP: _fast_ts,
+    Rule.VALUE: _fast_value,
+    Rule.TEXT: _str,
+    Rule.LEVEL: _label,
+    Rule.IDS: _fast_names,
+    Rule.NAMES: _listed_names,
+    Rule.VISIBILITY: _visibility,
+    Rule.DERIVATION: _str,
 }
 
-_ENVELOPE = {"id": _ident, "ts": _fast_ts, "actor": _fast_name, "tenant": _fast_name}
-_ACCESS_FIELDS = {
-    "fact": _ident, "key": _fast_name, "role": _fast_name, "to_actor": _fast_name,
-    "authority": _label,
-}  # fmt: skip
-_FAST_FIELDS: dict[str, tuple[type[Event], dict[str, Callable[[Any], Any]], frozenset[str]]] = {
-    "assert": (
-        Assert,
-        {
-            **_ENVELOPE, "fact": _ident, "key": _fast_name, "value": _fast_value, "scope": _scope,
-            "status": _literal(STATUSES), "authority": _label, "kind": _literal(KINDS),
-            "priority": _literal(PRIORITIES), "visibility": _visibility, "valid_from": _fast_ts,
-            "valid_until": _fast_ts, "depends_on": _fast_names, "supersedes": _fast_names,
-            "derivation": _str,
-        },
-        frozenset({"id", "ts", "actor", "tenant", "fact", "key", "value"}),
-    ),
-    "retract": (
-        Retract,
-        {**_ENVELOPE, "fact": _ident, "authority": _label, "reason": _str},
-        frozenset({"id", "ts", "actor", "tenant", "fact"}),
-    ),
-    "promote": (
-        Promote,
-        {**_ENVELOPE, "fact": _ident, "authority": _label},
-        frozenset({"id", "ts", "actor", "tenant", "fact"}),
-    ),
-    "grant": (Grant, {**_ENVELOPE, **_ACCESS_FIELDS}, frozenset({"id", "ts", "actor", "tenant"})),
-    "revoke": (Revoke, {**_ENVELOPE, **_ACCESS_FIELDS}, frozenset({"id", "ts", "actor", "tenant"})),
-    "experience": (
-        Experience,
-        {
-            **_ENVELOPE, "experience": _ident, "content": _str, "uses": _fast_names,
-            "applicability": _literal(APPLICABILITIES),
-        },
-        frozenset({"id", "ts", "actor", "tenant", "experience", "content"}),
-    ),
-}  # fmt: skip
+
+def _check(slot: Slot) -> Callable[[Any], Any]:
+    return _literal(slot.choices) if slot.rule is Rule.ONE_OF else _CHECKS[slot.rule]
+
+
+_VISIBILITY: dict[str, Callable[[Any], Any]] = {
+    slot.name: _check(slot) for slot in fields_of(Visibility)
+}
+
+
+@attrs.frozen
+class _Kind:
+    """How ``fast_event`` reads one kind: its class, each field's check, the fields it needs
+    written, and those holding a derivation (checked on the built event)."""
+
+    model: type[Event]
+    checks: dict[str, Callable[[Any], Any]]
+    required: frozenset[str]
+    derivations: tuple[str, ...]
+
+
+#: Per event type tag, the kinds the fast path reads (every field of the model's that the
+#: fast decoders read; a field of issue 30 leaves its event to the strict path).
+_FAST_FIELDS: dict[str, _Kind] = {
+    model.TYPE: _Kind(
+        model=model,
+        checks={slot.name: _check(slot) for slot in slots},
+        required=frozenset(slot.name for slot in slots if slot.fast_required),
+        derivations=tuple(slot.name for slot in slots if slot.rule is Rule.DERIVATION),
+    )
+    for model, slots in fast_kinds().items()
+}
 
 
 def fast_event(obj: Any, policy: Policy | None) -> Event | None:
@@ -228,99 +223,29 @@ def fast_event(obj: Any, policy: Policy | None) -> Event | None:
     if type(obj) is not dict:
         return None
     kind = obj.get("type")
-    if kind == "assert":
-        return _assert(obj, policy)
     spec = _FAST_FIELDS.get(kind) if type(kind) is str else None
     if spec is None:
         return None
-    cls, checks, required = spec
+    checks = spec.checks
     keys = obj.keys()
-    if not keys - _TYPE <= checks.keys() or not required <= keys:
+    if not keys - _TYPE <= checks.keys() or not spec.required <= keys:
         return None
     try:
         fields = {name: checks[name](value) for name, value in obj.items() if name != "type"}
     except _Defer:
         return None
-    event = cls(**fields)
+    event = spec.model(**fields)
     if policy is not None and not sound(event, policy):
         return None
+    for name in spec.derivations:
+        if fields.get(name) is not None:
+            assert isinstance(event, Assert)
+            if not derivation_sound(event):
+                return None  # the strict path raises its error
     return event
 
 
 _TYPE = frozenset({"type"})
-_ASSERT_FIELDS = frozenset(_FAST_FIELDS["assert"][1]) | {"type"}
-_ASSERT_REQUIRED = _FAST_FIELDS["assert"][2]
-_STATUS = {name: name for name in STATUSES}
-_KIND = {name: name for name in KINDS}
-_PRIORITY = {name: name for name in PRIORITIES}
-
-
-def _optional(value: Any, table: dict[str, str]) -> Any:
-    if value is None:
-        return None
-    if type(value) is not str or value not in table:
-        raise _Defer
-    return table[value]
-
-
-def _assert(obj: dict[str, Any], policy: Policy | None) -> Assert | None:
-    """``fast_event`` for the commonest event, written out field by field."""
-    keys = obj.keys()
-    if not keys <= _ASSERT_FIELDS or not _ASSERT_REQUIRED <= keys or None in obj.values():
-        return None
-    get = obj.get
-    try:
-        actor = _fast_name(obj["actor"])
-        authority = get("authority")
-        if authority is not None:
-            authority = _label(authority)
-            if policy is not None and (not policy.knows_authority(authority) or (
-                policy.over_claim == "refuse" and policy.over_claims(authority, actor)
-            )):
-                return None
-        visibility = get("visibility")
-        if visibility is not None:
-            visibility = _visibility(visibility)
-            if (
-                policy is not None
-                and visibility.clearance is not None
-                and not policy.knows_clearance(visibility.clearance)
-            ):
-                return None
-        start, end = get("valid_from"), get("valid_until")
-        if start is not None:
-            start = _fast_ts(start)
-        if end is not None:
-            end = _fast_ts(end)
-            if start is not None and end <= start:
-                return None
-        scope, depends_on, supersedes = get("scope"), get("depends_on"), get("supersedes")
-        derivation = get("derivation")
-        event = Assert(
-            id=_ident(obj["id"]),
-            ts=_fast_ts(obj["ts"]),
-            actor=actor,
-            tenant=_fast_name(obj["tenant"]),
-            fact=_ident(obj["fact"]),
-            key=_fast_name(obj["key"]),
-            value=_fast_value(obj["value"]),
-            scope=None if scope is None else _scope(scope),
-            status=_optional(get("status"), _STATUS),
-            authority=authority,
-            kind=_optional(get("kind"), _KIND),
-            priority=_optional(get("priority"), _PRIORITY),
-            visibility=visibility,
-            valid_from=start,
-            valid_until=end,
-            depends_on=None if depends_on is None else _fast_names(depends_on),
-            supersedes=None if supersedes is None else _fast_names(supersedes),
-            derivation=None if derivation is None else _str(derivation),
-        )
-    except _Defer:
-        return None
-    if derivation is not None and not derivation_sound(event):
-        return None  # the strict path raises its error
-    return event
 
 
 def fast_line(line: str | bytes, policy: Policy) -> tuple[Event, str, bytes] | None:

@@ -1,14 +1,16 @@
 """The typed way into the event model: a line in any valid JSON encoding, decoded and
 type-checked by msgspec in C, and its canonical text re-encoded from what it decoded.
 
-One decode checks every field's type, the event's tag, unknown and missing fields and the
-safe integer range, whatever the spacing, the key order, the line end (CRLF) and the way a
-string is written (ASCII, UTF-8, ``\\u`` escapes and surrogate pairs, decoded in C; a lone
-surrogate, a raw control character, a float or NaN is refused there). The scope grammar (once
-per distinct scope) and the canonical UTC form of every timestamp are checked next, and
-msgspec builds the attrs event. The sorted encoding of the decoded line is its canonical text,
-byte for byte what the strict path writes (``compact_json`` and msgspec escape alike; a
-property test checks it), so the chain bytes are encoded once per event, whatever came in.
+The structs are built at import from the model's schema (``reading.schema``): each field
+typed by its rule, required or optional as the model declares it. One decode checks every
+field's type, the event's tag, unknown and missing fields and the safe integer range,
+whatever the spacing, the key order, the line end (CRLF) and the way a string is written
+(ASCII, UTF-8, ``\\u`` escapes and surrogate pairs, decoded in C; a lone surrogate, a raw
+control character, a float or NaN is refused there). The scope grammar (once per distinct
+scope) and the canonical UTC form of every timestamp are checked next, and msgspec builds
+the attrs event. The sorted encoding of the decoded line is its canonical text, byte for
+byte what the strict path writes (``compact_json`` and msgspec escape alike; a property test
+checks it), so the chain bytes are encoded once per event, whatever came in.
 
 A key written twice (msgspec keeps one) or a null (left out of the encoding) is caught by
 counting colons: outside strings a colon follows a key and nothing else, so a line whose
@@ -24,29 +26,31 @@ path's. Generated logs, gamma's own output and most hand-written logs are plain.
 
 Like ``fastpath`` it only ever *accepts*: anything else (a field it refuses, a null, a
 repeated key, a date that does not exist, a timestamp not in UTC form, a name the strict
-path would look at twice, a policy rule, a field of issue 30 it does not know) answers None
-and the reader tries the next way in. ``tests/test_plain.py`` and ``tests/test_encodings.py``
-pin this way to the strict path's events, canonical text and errors in every encoding.
+path would look at twice, a policy rule, a digest of issue 30, an erase or a migration)
+answers None and the reader tries the next way in. ``tests/test_plain.py``,
+``tests/test_encodings.py`` and ``tests/test_schema.py`` pin this way to the strict path's
+events, canonical text and errors in every encoding.
 """
 
 from __future__ import annotations
 
 import re
 from sys import intern
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
+import attrs
 import msgspec
 from msgspec import Meta, Struct
 
+from gamma.core.reading.schema import LISTED, Slot, fast_kinds, fields_of, named
 from gamma.core.reading.stated import derivation_sound
 from gamma.core.terms.model import (
     Assert,
     Event,
-    Experience,
     Grant,
-    Promote,
-    Retract,
     Revoke,
+    Rule,
+    Visibility,
 )
 from gamma.core.terms.policy import Policy
 
@@ -73,103 +77,102 @@ MAX_SAFE_INTEGER = 2**53 - 1
 # On a plain line every string is printable, so a name (id, actor, key, role, ...) is any
 # non-empty string there.
 _Name = Annotated[str, Meta(min_length=1)]
-_Names = tuple[_Name, ...]
-_Listed = Annotated[tuple[_Name, ...], Meta(min_length=1)]
 # A timestamp's canonical form and a scope's grammar are checked by ``_model``, not by a
 # pattern here: msgspec calls Python's ``re`` for a pattern, which cost half of a decode.
 _Stamp = Annotated[str, Meta(min_length=20, max_length=27)]
-_Scope = Annotated[str, Meta(min_length=1)]
 _Value = str | Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)] | bool
 
 
-class _Visibility(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    roles: _Listed | None = None
-    actors: _Listed | None = None
-    clearance: str | None = None
+class _Visible(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    """The base of a visibility's struct (its fields come from the model)."""
 
 
 class _PlainLine(
     Struct, tag_field="type", forbid_unknown_fields=True, omit_defaults=True, kw_only=True, gc=False
 ):
-    id: _Name
-    ts: _Stamp
-    actor: _Name
-    tenant: _Name
+    """The base of each kind's struct (its fields come from the model)."""
+
     # Not a field (a line holding it is refused): ``msgspec.convert`` reads it for the event's
     # ``_canonical`` slot, which the reader fills after; without it, looking for the missing
     # attribute would raise and clear an exception for every event (a sixth of its cost).
     _canonical: ClassVar[None] = None
 
 
-class _Assert(_PlainLine, tag="assert"):
-    fact: _Name
-    key: _Name
-    value: _Value
-    scope: _Scope | None = None
-    status: Literal["committed", "draft", "hypothetical"] | None = None
-    authority: str | None = None
-    kind: Literal["fact", "constraint", "commitment", "preference", "rule", "derived"] | None = None
-    priority: Literal["hard", "soft"] | None = None
-    visibility: _Visibility | None = None
-    valid_from: _Stamp | None = None
-    valid_until: _Stamp | None = None
-    depends_on: _Names | None = None
-    supersedes: _Names | None = None
-    derivation: str | None = None
-    # Issue 30's fields are not fields here (a line holding one is refused: the strict path
-    # reads it), but ``msgspec.convert`` looks for each of them, as for ``_canonical``.
-    subject: ClassVar[None] = None
-    salt: ClassVar[None] = None
-    commitment: ClassVar[None] = None
+def _typed(slot: Slot) -> Any:
+    """The msgspec type of a field: its rule's, checked in C as the line is decoded (a name's
+    printability, a scope's grammar and a stamp's form are ``_model``'s)."""
+    if slot.rule is Rule.ONE_OF:
+        return Literal[slot.choices]
+    if slot.rule is Rule.VISIBILITY:
+        return _VISIBLE_LINE
+    return _TYPES[slot.rule]
 
 
-class _Retract(_PlainLine, tag="retract"):
-    fact: _Name
-    authority: str | None = None
-    reason: str | None = None
-
-
-class _Promote(_PlainLine, tag="promote"):
-    fact: _Name
-    authority: str | None = None
-
-
-class _AccessLine(_PlainLine):
-    """The fields a grant and a revoke share (exactly one of each pair: ``sound`` checks)."""
-
-    fact: _Name | None = None
-    key: _Name | None = None
-    role: _Name | None = None
-    to_actor: _Name | None = None
-    authority: str | None = None
-
-
-class _Grant(_AccessLine, tag="grant"):
-    pass
-
-
-class _Revoke(_AccessLine, tag="revoke"):
-    pass
-
-
-class _Experience(_PlainLine, tag="experience"):
-    experience: _Name
-    content: str
-    uses: _Names | None = None
-    applicability: Literal["applicable", "adaptable", "unusable"] | None = None
-
-
-_MODEL: dict[type[_PlainLine], type[Event]] = {
-    _Assert: Assert,
-    _Retract: Retract,
-    _Promote: Promote,
-    _Grant: Grant,
-    _Revoke: Revoke,
-    _Experience: Experience,
+_TYPES: dict[Rule, Any] = {
+    Rule.ID: _Name,
+    Rule.NAME: _Name,
+    Rule.SCOPE: Annotated[str, Meta(min_length=1)],
+    Rule.STAMP: _Stamp,
+    Rule.VALUE: _Value,
+    Rule.TEXT: str,
+    Rule.LEVEL: str,
+    Rule.IDS: tuple[_Name, ...],
+    Rule.NAMES: Annotated[tuple[_Name, ...], Meta(min_length=1)],
+    Rule.DERIVATION: str,
 }
-_decode_plain = msgspec.json.Decoder(
-    _Assert | _Retract | _Promote | _Grant | _Revoke | _Experience
-).decode
+
+
+def _struct(cls: type, base: type[Struct], slots: tuple[Slot, ...], tag: str | None = None) -> Any:
+    """The struct of a model class: each field it reads typed by its rule (optional unless the
+    fast decoders need it written), and each model field it does not read a class attribute
+    of value None, so that a line holding it is refused and ``msgspec.convert`` still finds
+    it (a missing attribute costs a raised and cleared exception per event)."""
+    read = {slot.name for slot in slots}
+    fields = [
+        (slot.name, _typed(slot)) if slot.fast_required else (slot.name, _typed(slot) | None, None)
+        for slot in slots
+    ]
+    absent = {slot.name: None for slot in fields_of(cls) if slot.name not in read}
+    return msgspec.defstruct(
+        f"_{cls.__name__}", fields, bases=(base,), namespace={**absent, "__module__": __name__},
+        tag=tag,
+    )  # fmt: skip
+
+
+_VISIBLE_LINE = _struct(Visibility, _Visible, fields_of(Visibility))
+
+
+@attrs.frozen
+class _Door:
+    """What ``_model`` checks of one kind's struct, each a tuple of its fields' names."""
+
+    model: type[Event]
+    stamps: tuple[str, ...]
+    interned: tuple[str, ...]  # names and levels: one string object per repeated name
+    scopes: tuple[str, ...]
+    derivations: tuple[str, ...]
+    printable: tuple[str, ...]  # names a typed line must hold printable
+    visibilities: tuple[str, ...]  # whose listed names are held to the same
+
+    @classmethod
+    def of(cls, model: type[Event]) -> _Door:
+        return cls(
+            model=model,
+            stamps=named(model, Rule.STAMP),
+            interned=named(model, Rule.NAME, Rule.LEVEL),
+            scopes=named(model, Rule.SCOPE),
+            derivations=named(model, Rule.DERIVATION),
+            printable=named(model, Rule.ID, Rule.NAME),
+            visibilities=named(model, Rule.VISIBILITY),
+        )
+
+
+_DOORS: dict[type[_PlainLine], _Door] = {
+    _struct(model, _PlainLine, slots, tag=model.TYPE): _Door.of(model)
+    for model, slots in fast_kinds().items()
+}
+_MODEL: dict[type[_PlainLine], type[Event]] = {struct: door.model for struct, door in _DOORS.items()}
+_decode_plain = msgspec.json.Decoder(Union[tuple(_DOORS)]).decode  # noqa: UP007
 _encode_plain = msgspec.json.Encoder(order="sorted").encode
 _convert = msgspec.convert
 _NotPlain = msgspec.DecodeError  # ValidationError is one too
@@ -202,31 +205,33 @@ def _scope_of(scope: str) -> str | None:
     return found
 
 
-def _model(typed: _PlainLine) -> Event | None:
+def _model(typed: Any) -> Event | None:
     """The attrs event of a typed line (msgspec parses the timestamps), or None if a timestamp
-    or a scope is not canonical. One string object per repeated name: a million events hold a
-    few thousand actors, tenants, keys and scopes, not a million copies of each."""
-    if not _stamp_ok(typed.ts):
-        return None
-    typed.actor = intern(typed.actor)
-    typed.tenant = intern(typed.tenant)
-    if type(typed) is _Assert:
-        typed.key = intern(typed.key)
-        if typed.scope is not None:
-            scope = _scope_of(typed.scope)
+    or a scope is not canonical or a derivation unsound. One string object per repeated name:
+    a million events hold a few thousand actors, tenants, keys and scopes, not a million
+    copies of each."""
+    door = _DOORS[type(typed)]
+    for name in door.stamps:
+        found = getattr(typed, name)
+        if found is not None and not _stamp_ok(found):
+            return None
+    for name in door.interned:
+        found = getattr(typed, name)
+        if found is not None:
+            setattr(typed, name, intern(found))
+    for name in door.scopes:
+        found = getattr(typed, name)
+        if found is not None:
+            scope = _scope_of(found)
             if scope is None:
                 return None
-            typed.scope = scope
-        if typed.authority is not None:
-            typed.authority = intern(typed.authority)
-        for stamp in (typed.valid_from, typed.valid_until):
-            if stamp is not None and not _stamp_ok(stamp):
-                return None
-    event: Event = _convert(typed, _MODEL[type(typed)], from_attributes=True)
-    if type(typed) is _Assert and typed.derivation is not None:
-        assert isinstance(event, Assert)
-        if not derivation_sound(event):
-            return None  # the strict path raises its error
+            setattr(typed, name, scope)
+    event: Event = _convert(typed, door.model, from_attributes=True)
+    for name in door.derivations:
+        if getattr(typed, name) is not None:
+            assert isinstance(event, Assert)
+            if not derivation_sound(event):
+                return None  # the strict path raises its error
     return event
 
 
@@ -234,26 +239,19 @@ def _names_printable(typed: _PlainLine) -> bool:
     """Every name of a typed line is printable, as ``events._check_id_text`` wants it at once
     (a name it would look at twice, to refuse or to let pass, is the strict path's). A scope
     needs no look: its grammar is ASCII."""
-    if not (typed.id.isprintable() and typed.actor.isprintable() and typed.tenant.isprintable()):
-        return False
-    if isinstance(typed, _Assert):
-        seen = typed.visibility
-        return (
-            typed.fact.isprintable()
-            and typed.key.isprintable()
-            and (seen is None or all(
-                name.isprintable() for names in (seen.roles, seen.actors) if names for name in names
-            ))
-        )  # fmt: skip
-    if isinstance(typed, _AccessLine):
-        return all(
-            name is None or name.isprintable()
-            for name in (typed.fact, typed.key, typed.role, typed.to_actor)
-        )
-    if isinstance(typed, _Experience):
-        return typed.experience.isprintable()
-    assert isinstance(typed, (_Retract, _Promote))
-    return typed.fact.isprintable()
+    door = _DOORS[type(typed)]
+    for name in door.printable:
+        found = getattr(typed, name)
+        if found is not None and not found.isprintable():
+            return False
+    for name in door.visibilities:
+        seen = getattr(typed, name)
+        if seen is not None:
+            for listed in LISTED:
+                names = getattr(seen, listed)
+                if names and not all(item.isprintable() for item in names):
+                    return False
+    return True
 
 
 def _decoded(line: str | bytes) -> tuple[_PlainLine, bytes] | None:
@@ -349,7 +347,8 @@ def sound(event: Event, policy: Policy) -> bool:
         start, end = event.valid_from, event.valid_until
         return start is None or end is None or end > start
     if isinstance(event, (Grant, Revoke)):
-        return (event.fact is None) != (event.key is None) and (event.role is None) != (
-            event.to_actor is None
+        return all(
+            (getattr(event, one) is None) != (getattr(event, other) is None)
+            for one, other in event.PAIRS
         )
     return True

@@ -92,10 +92,12 @@ FACE: dict[str, tuple[str, ...]] = {
         "Promote",
         "Retract",
         "Revoke",
+        "Rule",
         "STATUSES",
         "Value",
         "Visibility",
         "heard_by",
+        "rule_of",
     ),
     "policy": (
         "DEFAULT_POLICY",
