@@ -229,7 +229,7 @@ DECODERS = {
 MARKERS = DECODERS | {"gamma/core/reading/parsed.py", "gamma/storage/store.py"}
 _DECODING = re.compile(
     r"\b(parse_events|parse_lines|load_events|load_for_resolution|load_file|load_bytes"
-    r"|batch_objects|event_from_json|plain_line|typed_line|fast_line|fast_event"
+    r"|batch_objects?|decode_line|event_from_json|plain_line|typed_line|fast_line|fast_event"
     r"|_?with_canonical)\s*\("
 )
 _MARKING = re.compile(r"\bParsedLog\s*\(")

@@ -84,8 +84,10 @@ __all__ = [
     "check_strings",
     "check_derivation",
     "as_line",
+    "batch_object",
     "batch_objects",
     "byte_lines",
+    "decode_line",
     "decode_lines",
     "read_bounded",
     "unsafe_character",
@@ -413,13 +415,20 @@ def batch_objects(
     if isinstance(batch, str):
         batch = batch.split("\n")
     for number, item in enumerate(batch, start=1):
-        if isinstance(item, (bytes, bytearray)) or not isinstance(item, (str, Mapping, Event)):
-            raise _not_an_item(item, source, number)
-        text = as_line(item, source=source, line=number)
-        if len(text) > _SHORT:
-            check_line(text, source=source, line=number)
-        if text.strip():
-            yield number, decode_json(text, source=source, line=number), True
+        obj = batch_object(item, source=source, line=number)
+        if obj is not None:
+            yield number, obj, True
+
+
+def batch_object(item: object, *, source: str | None, line: int) -> Any:
+    """One item of a batch (a JSON line, an object or an Event) as its JSON object, held to
+    the rules of a JSON line; None for a blank line."""
+    if isinstance(item, (bytes, bytearray)) or not isinstance(item, (str, Mapping, Event)):
+        raise _not_an_item(item, source, line)
+    text = as_line(item, source=source, line=line)
+    if len(text) > _SHORT:
+        check_line(text, source=source, line=line)
+    return decode_json(text, source=source, line=line) if text.strip() else None
 
 
 def _not_an_item(item: object, source: str | None, line: int) -> InputError:
@@ -530,6 +539,43 @@ def _all_plain(lines: Sequence[str | bytes]) -> bool:
     return True
 
 
+def decode_line(
+    text: str | bytes, policy: Policy, *, source: str | None, line: int,
+    known_plain: bool = False, keep_text: bool = True,
+) -> tuple[Event, bytes] | None:
+    """One JSON line as an event and its canonical text as UTF-8 bytes (what the chain and
+    the tree hash), or None for a blank line: decoded once, by ``plain`` for a plain line,
+    else ``fastpath``, else the strict decoder and the converter, which name line and field
+    (the three give the same event, bytes and first error: ``tests/test_schema.py``). The
+    event keeps its canonical text unless ``keep_text`` is False."""
+    long = len(text) > _SHORT
+    if long:
+        check_line(text, source=source, line=line)
+    plain = plain_line(text, policy, known_plain=known_plain)
+    if plain is not None:
+        event, data = plain
+        if keep_text:
+            event.keep_canonical(data.decode("ascii"))
+    elif (fast := fast_line(text, policy)) is not None:
+        event, canonical, data = fast
+        if keep_text:
+            event.keep_canonical(canonical)
+    else:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        if not text.strip():
+            return None
+        obj = decode_json(text, source=source, line=line)
+        event = with_canonical(event_from_json(obj, policy=policy, source=source,
+                                               line=line, strings_checked=True), obj)
+        data = canonical_event(event).encode("utf-8")
+        if not keep_text:
+            event.keep_canonical(None)
+    if long:
+        check_strings(event, source=source, line=line)
+    return event, data
+
+
 def parse_lines(
     lines: Iterable[str | bytes],
     *,
@@ -569,33 +615,13 @@ def parse_lines(
     if numbers is not None:
         lines_of = []
     for number, text in numbered:
-        long = len(text) > _SHORT
-        if long:
-            check_line(text, source=source, line=number)
-        plain = plain_line(text, policy, known_plain=plain_input)
-        if plain is not None:
-            event, data = plain
-            if keep_text:
-                event.keep_canonical(data.decode("ascii"))
-        elif (fast := fast_line(text, policy)) is not None:
-            event, canonical, data = fast
-            if keep_text:
-                event.keep_canonical(canonical)
-        else:
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
-            if not text.strip():
-                if lines_of is None:
-                    lines_of = list(range(1, len(events) + 1))
-                continue
-            obj = decode_json(text, source=source, line=number)
-            event = with_canonical(event_from_json(obj, policy=policy, source=source,
-                                                   line=number, strings_checked=True), obj)
-            data = canonical_event(event).encode("utf-8")
-            if not keep_text:
-                event.keep_canonical(None)
-        if long:
-            check_strings(event, source=source, line=number)
+        found = decode_line(text, policy, source=source, line=number, known_plain=plain_input,
+                            keep_text=keep_text)  # fmt: skip
+        if found is None:  # a blank line: it counts, and the lines are numbered from now on
+            if lines_of is None:
+                lines_of = list(range(1, len(events) + 1))
+            continue
+        event, data = found
         if resolve_at is not None and cut is None and event.ts > resolve_at:
             cut = (len(events), (chain.hex(), tree.head()))  # before this event is hashed
         append(event)

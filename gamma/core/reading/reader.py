@@ -29,8 +29,10 @@ from gamma.core.reading.convert import converter
 from gamma.core.reading.events import (
     EMPTY_FILE,
     as_line,
+    batch_object,
     batch_objects,
     check_names,
+    decode_line,
     decode_lines,
     event_from_json,
     load_bytes,
@@ -197,8 +199,17 @@ def decode_batch(
     """Each item of a batch decoded and checked alone, with its line (from 1; blank lines
     count and are skipped), each event keeping its canonical text; the log's rules are the
     caller's (``logcheck.validate_log``, against what it accepted before)."""
-    return [(number, read_object(obj, policy=policy, source=source, line=number))
-            for number, obj in read_objects(items, source=source)]  # fmt: skip
+    if isinstance(items, str):
+        items = items.split("\n")
+    decoded: list[tuple[int | None, Event]] = []
+    for number, item in enumerate(items, start=1):
+        if isinstance(item, str):  # a JSON line: the way a log's lines are read
+            found = decode_line(item, policy, source=source, line=number)
+            if found is not None:
+                decoded.append((number, found[0]))
+        elif (obj := batch_object(item, source=source, line=number)) is not None:
+            decoded.append((number, read_object(obj, policy=policy, source=source, line=number)))
+    return decoded
 
 
 def read_objects(items: Iterable[Item] | str, *, source: str | None) -> Iterator[tuple[int, Any]]:
