@@ -27,6 +27,7 @@ from gamma.core.integrity.heads import Heads
 from gamma.core.integrity.merkle import TreeHead
 from gamma.core.reading.events import EMPTY_FILE, canonical_event, event_line
 from gamma.core.reading.reader import read_line
+from gamma.core.reading.schema import STAMPED
 from gamma.core.terms.canonical import compact_json, format_ts, parse_ts
 from gamma.core.terms.errors import (
     DuplicateIdError,
@@ -45,7 +46,6 @@ __all__ = ["Split", "split", "Log", "LogLike", "open_source", "tenant_file"]
 
 #: a path (a JSONL file or a store), or the log itself as JSON lines or events
 LogLike = str | Path | Iterable[str | Event]
-_TIME_FIELDS = ("ts", "valid_from", "valid_until")
 _FLUSH_BYTES = 16 << 20  # spool buffers are written out past this many bytes
 
 
@@ -101,7 +101,7 @@ def _from_object(
     try:
         body = json.loads(text)
         ts = None
-        for name in _TIME_FIELDS:
+        for name in STAMPED:
             if name in body:
                 instant, body[name] = _instant(body[name])
                 ts = instant if name == "ts" else ts

@@ -59,5 +59,6 @@ FACE: dict[str, tuple[str, ...]] = {
         "read_objects_log",
         "read_stored",
     ),
+    "schema": ("STAMPED",),
     "strictjson": ("decode_json",),
 }

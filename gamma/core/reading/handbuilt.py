@@ -18,14 +18,13 @@ from datetime import datetime
 from gamma.core.reading.events import event_to_json
 from gamma.core.reading.parsed import ParsedLog
 from gamma.core.reading.reader import read_lines
+from gamma.core.reading.schema import STAMPED
 from gamma.core.terms.canonical import canonical_json
 from gamma.core.terms.errors import InputError, ValueTypeError
 from gamma.core.terms.model import Event
 from gamma.core.terms.policy import Policy
 
 __all__ = ["checked_log"]
-
-_TIMES = ("ts", "valid_from", "valid_until")
 
 
 def checked_log(events: Iterable[Event], policy: Policy) -> tuple[Event, ...]:
@@ -56,7 +55,7 @@ def _handbuilt_line(event: object, name: str) -> str:
     """The event's canonical JSON line; what cannot be written as JSON is an input error."""
     if not isinstance(event, Event):
         raise ValueTypeError(f"not an event but {type(event).__name__}", source=name)
-    for field in _TIMES:
+    for field in STAMPED:
         value = getattr(event, field, None)
         if value is None:
             continue

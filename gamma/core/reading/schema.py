@@ -19,6 +19,7 @@ __all__ = [
     "EVENT_FIELDS",
     "FAST_RULES",
     "LISTED",
+    "STAMPED",
     "Slot",
     "fast_kinds",
     "fields_of",
@@ -100,3 +101,8 @@ def fast_kinds() -> dict[type[Event], tuple[Slot, ...]]:
 
 #: A visibility's lists of names (who it lets see).
 LISTED = named(Visibility, Rule.NAMES)
+
+#: Every field of rule ``STAMP`` in any kind, ``ts`` first: where a raw line may hold a time.
+STAMPED: tuple[str, ...] = tuple(
+    dict.fromkeys(name for cls in EVENT_TYPES.values() for name in named(cls, Rule.STAMP))
+)
