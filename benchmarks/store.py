@@ -168,10 +168,10 @@ def measure_merkle(path: Path, spare: list[str], proofs: int = 300) -> dict[str,
         pairs = sorted((probes.randrange(1, size), size) for _ in range(proofs))
         tree = store.tree()
         started = time.perf_counter()
-        inclusion = [merkle.prove_inclusion(store.tree(), i, size) for i in leaves]
+        inclusion = [merkle.inclusion_proof(store.tree(), i, size) for i in leaves]
         prove_inclusion_s = time.perf_counter() - started
         started = time.perf_counter()
-        consistency = [merkle.prove_consistency(store.tree(), a, b) for a, b in pairs]
+        consistency = [merkle.consistency_proof(store.tree(), a, b) for a, b in pairs]
         prove_consistency_s = time.perf_counter() - started
         bodies = {i: body for i, body in zip(leaves, _bodies(path, leaves), strict=True)}
         started = time.perf_counter()

@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 
 __all__ = ["checked", "compile_hint", "describe"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+PublicFunction = TypeVar("PublicFunction", bound=Callable[..., Any])
 
 #: Containers whose items are checked too: materialised, so a look costs no work the function
 #: would not do (a generator or a store's lazy view is checked by the function that reads it).
 _MATERIAL = (list, tuple, str, bytes, bytearray, dict)
 
 
-def checked(function: F) -> F:
+def checked(function: PublicFunction) -> PublicFunction:
     """``function`` behind a check of every argument against its annotation."""
     signature = inspect.signature(function)
     built: list[dict[str, tuple[Check, Any]]] = []
@@ -54,7 +54,7 @@ def checked(function: F) -> F:
                                 f" not {type(value).__name__}")  # fmt: skip
         return function(*args, **kwargs)
 
-    return typing.cast(F, door)
+    return typing.cast(PublicFunction, door)
 
 
 Check = Callable[[Any], bool]

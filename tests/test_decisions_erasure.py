@@ -21,7 +21,7 @@ from test_serve_decisions import format_1
 from gamma.core.resolving.render import inert
 from gamma.core.terms.canonical import canonical_text, format_ts
 from gamma.core.terms.errors import InputError, StoreBusyError
-from gamma.serve.freshness import Token
+from gamma.serve.freshness import FreshnessToken
 from gamma.serve.replay import replay_decisions
 from gamma.serve.types import Caller, Handler, View
 from gamma.storage.decisions import (
@@ -415,7 +415,7 @@ class Served:
 
     def _entry(self, endpoint: str, body: dict[str, Any], status: int, response: dict[str, Any]) -> DecisionEntry:
         assert self.log.token_key is not None
-        token = Token.of(self.engine, self.log.token_key)
+        token = FreshnessToken.of(self.engine, self.log.token_key)
         return DecisionEntry(endpoint=endpoint, caller=ALICE.name, actor=attrs.asdict(ALICE.actor),
                              on_behalf=None, at=AT, request=body, position=token.position,
                              root=self.engine.tree_head.root, token=token.encode(),

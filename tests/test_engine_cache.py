@@ -8,10 +8,12 @@ again, each answer compared with ``gamma.resolve`` over the events so far.
 
 from __future__ import annotations
 
+import copy
 import json
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 from helpers import A, G, R, stamp
 from hypothesis import given
@@ -20,6 +22,8 @@ from strategies import actors, logs, probe_times
 
 import gamma
 from gamma.core.incremental.engine import EngineState
+from gamma.core.incremental.tenants import _copied
+from gamma.core.resolving.resolver import FoldedFact
 
 
 def _pure(lines: list[dict[str, Any]], policy: gamma.Policy, actor: Any, at: Any) -> gamma.Resolution:
@@ -213,3 +217,45 @@ def test_engine_state_answers_as_the_checked_methods() -> None:
     assert engine.state.resolve(who, AT).to_json() == engine.resolve(who, AT).to_json()
     with pytest.raises(TypeError, match="facts must be"):
         engine.check(who, AT, "F1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["exclude", "flag", "recompute"])
+def test_the_inheritance_walk_reaches_every_fact_whose_inputs_moved(mode: str) -> None:
+    """Phase 4 stops where nothing a fact reads moved (``Derived._moved_region``), yet reaches
+    a fact whose dependency's origin moved (the root expiring: every origin of the chain
+    moves to it, no own code past the root does; back before the expiry, they move to none)
+    and a fact whose dependencies' origins stayed but whose origin's own codes moved (the
+    expired root retracted too: the reasons down the chain name the retraction); a side
+    branch whose origin is its own is left as it was."""
+    chain = [A("F1", "k1", "a", valid_until="2026-03-01T12:00:00Z")]
+    chain += [A(f"F{i}", f"k{i}", i, depends_on=[f"F{i - 1}"]) for i in range(2, 6)]
+    side = [A("F6", "k6", 6, depends_on=["F2"]), R("F6"), A("F7", "k7", 7, depends_on=["F6"])]
+    events = stamp([*chain, *side, R("F1")])
+    policy = gamma.Policy(dependency_mode=mode)  # type: ignore[arg-type]
+    engine = EngineState(policy)
+    who = {"id": "ann", "tenant": "acme"}
+    early, late = "2026-03-01T10:00:00Z", AT
+    engine.append(events[:-1])
+    seen = []
+    for at, upto in ((early, -1), (late, -1), (early, -1), (late, -1), (late, None)):
+        if upto is None:
+            engine.append(events[-1:])
+        expected = _pure(events[:upto], policy, who, at)
+        got = engine.resolve(who, at)
+        assert got.to_json() == expected.to_json()
+        seen.append((_decided(got)["F5"], _decided(got)["F7"]))
+    assert seen[0] == seen[2] and seen[1] == seen[3] and len({side for _, side in seen}) == 1
+    if mode != "flag":  # flagged, F5 is admitted for recheck of F1 once it expired
+        assert seen[0][0] != seen[1][0] != seen[4][0]  # the expiry, the retraction reach F5
+
+
+def test_a_due_facts_copy_is_copy_copy() -> None:
+    """``tenants._copied`` (a turn's copies of the records deferred effects change) makes what
+    ``copy.copy`` makes: every field, none shared but by reference, a distinct object."""
+    (event,) = gamma.parse_events([json.dumps(stamp([A("F1", "k1", "a")])[0])])
+    assert isinstance(event, gamma.Assert)
+    other = FoldedFact(event=event, rank=1, scope="global", id="F0")
+    fact = FoldedFact(event, 2, "team", "F1", 3, "e4", "e5", "why", other, "e6", "e7")
+    made = _copied(fact)
+    assert made == copy.copy(fact) and made is not fact and made.superseded_by is other
+    assert attrs.astuple(made, recurse=False) == attrs.astuple(fact, recurse=False)

@@ -36,8 +36,8 @@ from gamma.core.integrity.merkle import (
     leaf_hash,
     node_hash,
     root_of,
-    verify_consistency,
-    verify_inclusion,
+    verify_consistency_path,
+    verify_inclusion_path,
 )
 from gamma.core.reading.events import canonical_event
 from gamma.storage.store import Store
@@ -128,14 +128,14 @@ class TestVectors:
         path = inclusion_path(TREE, index, size)
         assert [p.hex() for p in path] == INCLUSION[(index, size)]
         root = bytes.fromhex(ROOTS[size - 1])
-        assert verify_inclusion(leaf_hash(LEAVES[index]), index, size, path, root)
+        assert verify_inclusion_path(leaf_hash(LEAVES[index]), index, size, path, root)
 
     @pytest.mark.parametrize(("first", "second"), sorted(CONSISTENCY))
     def test_consistency_proofs(self, first: int, second: int) -> None:
         path = consistency_path(TREE, first, second)
         assert [p.hex() for p in path] == CONSISTENCY[(first, second)]
         one, two = (bytes.fromhex(ROOTS[n - 1]) for n in (first, second))
-        assert verify_consistency(first, second, one, two, path)
+        assert verify_consistency_path(first, second, one, two, path)
 
     def test_domain_separation(self) -> None:
         """A leaf and a node over the same bytes hash apart (0x00 vs 0x01 prefix)."""
@@ -154,26 +154,26 @@ class TestProperties:
         assert root == reference_root(leaves[:size])
         path = inclusion_path(tree, index, size)
         leaf = leaf_hash(leaves[index])
-        assert verify_inclusion(leaf, index, size, path, root)
+        assert verify_inclusion_path(leaf, index, size, path, root)
         assert len(path) <= (size - 1).bit_length()
         byte = data.draw(st.integers(0, 31))
-        assert not verify_inclusion(flip(leaf, byte), index, size, path, root)
-        assert not verify_inclusion(leaf, index, size, path, flip(root, byte))
+        assert not verify_inclusion_path(flip(leaf, byte), index, size, path, root)
+        assert not verify_inclusion_path(leaf, index, size, path, flip(root, byte))
         for k in range(len(path)):
             bad = [*path[:k], flip(path[k], byte), *path[k + 1 :]]
-            assert not verify_inclusion(leaf, index, size, bad, root)
+            assert not verify_inclusion_path(leaf, index, size, bad, root)
         if size > 1:
-            assert not verify_inclusion(leaf, index, size, path[:-1], root)
+            assert not verify_inclusion_path(leaf, index, size, path[:-1], root)
         first = data.draw(st.integers(0, size))
         one = tree.root(first)
         proof = consistency_path(tree, first, size)
-        assert verify_consistency(first, size, one, root, proof)
+        assert verify_consistency_path(first, size, one, root, proof)
         for k in range(len(proof)):
             bad = [*proof[:k], flip(proof[k], byte), *proof[k + 1 :]]
-            assert not verify_consistency(first, size, one, root, bad)
+            assert not verify_consistency_path(first, size, one, root, bad)
         if 0 < first < size:
-            assert not verify_consistency(first, size, flip(one, byte), root, proof)
-            assert not verify_consistency(first, size, one, flip(root, byte), proof)
+            assert not verify_consistency_path(first, size, flip(one, byte), root, proof)
+            assert not verify_consistency_path(first, size, one, flip(root, byte), proof)
 
     @given(st.lists(st.binary(max_size=4), min_size=1, max_size=17))
     def test_every_pair_of_sizes_is_consistent(self, leaves: list[bytes]) -> None:
@@ -181,10 +181,10 @@ class TestProperties:
         for second in range(1, len(leaves) + 1):
             for first in range(second + 1):
                 path = consistency_path(tree, first, second)
-                assert verify_consistency(first, second, tree.root(first), tree.root(second), path)
+                assert verify_consistency_path(first, second, tree.root(first), tree.root(second), path)
             for index in range(second):
                 path = inclusion_path(tree, index, second)
-                assert verify_inclusion(tree.node(0, index), index, second, path, tree.root(second))
+                assert verify_inclusion_path(tree.node(0, index), index, second, path, tree.root(second))
 
 
 class TestPymerkle:

@@ -17,7 +17,7 @@ from gamma.core.reading.events import parse_actor
 from gamma.core.terms.canonical import canonical_json, parse_ts
 from gamma.core.terms.policy import DEFAULT_POLICY
 from gamma.review import jobs
-from gamma.review.run import Failure, pool, run_review, serial
+from gamma.review.run import TaskFailure, pool, run_review, serial
 from gamma.review.tasks import ReviewDone, ReviewTask, review_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -173,7 +173,7 @@ def test_dask_local_cluster_byte_identical_and_survives_a_killed_worker(
 
 def test_jobs_module_has_no_io() -> None:
     assert "open" not in jobs.review_tenant.__code__.co_names
-    assert Failure("t", "e").tenant == "t"
+    assert TaskFailure("t", "e").tenant == "t"
 
 
 def _records(tmp_path: Path) -> Path:

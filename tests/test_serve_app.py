@@ -36,7 +36,7 @@ from gamma.core.reading.events import load_events  # noqa: E402
 from gamma.serve.app import ROUTES, create_app  # noqa: E402
 from gamma.serve.config import ServeConfig  # noqa: E402
 from gamma.serve.endpoints import HANDLERS  # noqa: E402
-from gamma.serve.freshness import Token  # noqa: E402
+from gamma.serve.freshness import FreshnessToken  # noqa: E402
 from gamma.serve.replay import replay_decisions  # noqa: E402
 from gamma.serve.service import refusal  # noqa: E402
 from gamma.storage.decisions import DecisionLog, DecisionLogFailure, decision_log_path  # noqa: E402
@@ -299,7 +299,7 @@ class TestOwnApi:
         assert checkpoint.head.root not in token  # the token names the head by a MAC only
         with DecisionLog.open(decision_log_path(server_store(server)), read_only=True) as log:
             assert log.token_key is not None
-            assert token == Token.make(log.token_key, checkpoint.head.size,
+            assert token == FreshnessToken.make(log.token_key, checkpoint.head.size,
                                        checkpoint.head.root).encode()
 
 
@@ -544,7 +544,7 @@ def test_sigterm_ends_open_watches_and_tokens_outlive_the_process(tmp_path: Path
     position = int(token.split(".")[1])
     with gamma.Store.open(store) as opened:
         root = opened.tree_head(position).root
-    other = Token.make(bytes(32), position, root).encode()
+    other = FreshnessToken.make(bytes(32), position, root).encode()
     with serving(store, tmp_path / "callers.toml") as again, \
             again.client(tokens["alice-agent"]) as client:
         kept = client.post("/v1/resolve", json={}, headers={"Gamma-At-Exact": token})

@@ -56,7 +56,7 @@ def _answers(engine: Engine, fact: str) -> tuple[Any, ...]:
         "subject": {"type": "agent", "id": "alice"}, "action": {"name": "rely"},
         "resource": {"type": "fact", "id": fact}})  # fmt: skip
     with pytest.raises(UnknownReferenceError) as explained:
-        endpoints.explain(engine, caller, AT, {"fact": fact})
+        endpoints.explain_request(engine, caller, AT, {"fact": fact})
     binding = Binding(engine, ALICE, clock=lambda: AT)
     with pytest.raises(UnknownReferenceError) as referred:
         binding.forget(fact)

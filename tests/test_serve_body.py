@@ -153,7 +153,7 @@ def test_workers_get_the_long_health_check(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setenv(CONFIG_ENV, "")  # run() sets it for its workers: put back after
     seen: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: seen.update(kwargs))
-    served_app.run(ServeConfig(store=str(tmp_path / "s.db"), callers=str(tmp_path / "c.toml")), workers=2)
+    served_app.run_server(ServeConfig(store=str(tmp_path / "s.db"), callers=str(tmp_path / "c.toml")), workers=2)
     assert seen["workers"] == 2
     if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:
         assert seen["timeout_worker_healthcheck"] == served_app.WORKER_HEALTHCHECK >= 60

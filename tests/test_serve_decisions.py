@@ -28,7 +28,7 @@ from gamma.core.incremental.engine import EngineState
 from gamma.core.terms.canonical import format_ts
 from gamma.core.terms.errors import InputError
 from gamma.serve.errors import Forbidden
-from gamma.serve.freshness import Token
+from gamma.serve.freshness import FreshnessToken
 from gamma.serve.replay import Refusal, replay_decisions, statuses_only
 from gamma.serve.types import Caller, Handler, View
 from gamma.storage.decisions import (
@@ -119,10 +119,10 @@ def format_2_chain(path: Path) -> str:
 class TestToken:
     @pytest.mark.parametrize("position", [0, 1, 1042, 2**53 - 1])
     def test_round_trip(self, position: int) -> None:
-        token = Token(position=position, mac=MAC)
+        token = FreshnessToken(position=position, mac=MAC)
         text = token.encode()
         assert text == f"gt1.{position}.{MAC}"
-        assert Token.decode(text, field="since") == token
+        assert FreshnessToken.decode(text, field="since") == token
 
     @pytest.mark.parametrize(
         "text",
@@ -135,21 +135,21 @@ class TestToken:
     )  # fmt: skip
     def test_malformed_is_an_input_error_naming_the_field(self, text: str) -> None:
         with pytest.raises(InputError) as caught:
-            Token.decode(text, field="Gamma-At-Least-As-Fresh")
+            FreshnessToken.decode(text, field="Gamma-At-Least-As-Fresh")
         assert caught.value.field == "Gamma-At-Least-As-Fresh"
 
     def test_not_a_string(self) -> None:
         with pytest.raises(InputError) as caught:
-            Token.decode(1042, field="since")
+            FreshnessToken.decode(1042, field="since")
         assert caught.value.field == "since"
 
     def test_construction_checks_its_fields(self) -> None:
         with pytest.raises(InputError):
-            Token(position=-1, mac=MAC)
+            FreshnessToken(position=-1, mac=MAC)
         with pytest.raises(InputError):
-            Token(position=True, mac=MAC)
+            FreshnessToken(position=True, mac=MAC)
         with pytest.raises(InputError):
-            Token(position=1, mac=MAC.upper())
+            FreshnessToken(position=1, mac=MAC.upper())
 
     def test_of_a_view_is_a_mac_over_its_tree_head_never_the_root(self) -> None:
         """The token commits to the root only through the key's MAC: the root (which commits
@@ -157,7 +157,7 @@ class TestToken:
         state = EngineState()
         state.append([json.dumps(e) for e in _events(3)])
         head = state.tree_head
-        token = Token.of(state, KEY)
+        token = FreshnessToken.of(state, KEY)
         assert token.position == 3 and head.root not in token.encode()
         domain = b"gamma-token/1\x00" + (3).to_bytes(8, "big") + bytes.fromhex(head.root)
         assert token.mac == hmac.new(KEY, domain, hashlib.sha256).hexdigest()
@@ -165,9 +165,9 @@ class TestToken:
         assert not token.matches(bytes(32), head.root)  # another deployment's key
         state.append([json.dumps(_events(4)[-1])])
         assert not token.matches(KEY, state.tree_head.root)  # another log (prefix)
-        assert Token.of(state, KEY).position == 4 and Token.of(state, KEY).mac != token.mac
+        assert FreshnessToken.of(state, KEY).position == 4 and FreshnessToken.of(state, KEY).mac != token.mac
         with pytest.raises(InputError):
-            Token.of(state, b"short")
+            FreshnessToken.of(state, b"short")
 
 
 class TestTokenKey:
@@ -586,7 +586,7 @@ class Server:
     def _entry(self, endpoint: str, body: dict[str, Any], view: Any, caller: Caller, at: str,
                status: int, response: dict[str, Any]) -> DecisionEntry:  # fmt: skip
         assert self.log.token_key is not None
-        token = Token.of(view, self.log.token_key)
+        token = FreshnessToken.of(view, self.log.token_key)
         return DecisionEntry(endpoint=endpoint, caller=caller.name, actor=attrs.asdict(caller.actor),
                              on_behalf=None, at=at, request=body, position=token.position,
                              root=view.tree_head.root, token=token.encode(),
@@ -667,7 +667,7 @@ class TestReplay:
         served.log.record(attrs.evolve(good[2][1], status=400))
         served.log.record(attrs.evolve(good[2][1], position=99))
         served.log.record(attrs.evolve(good[2][1], endpoint="nonsuch"))
-        forged = Token.make(bytes(32), good[2][1].position, good[2][1].root).encode()
+        forged = FreshnessToken.make(bytes(32), good[2][1].position, good[2][1].root).encode()
         served.log.record(attrs.evolve(good[2][1], token=forged))
         result = replay_decisions(store, handlers=HANDLERS)
         assert [(d.seq, d.field) for d in result.differences] == [

@@ -26,7 +26,7 @@ from gamma.core.terms.policy import DEFAULT_POLICY
 from gamma.data import policy_by_name
 from gamma.serve import watch
 from gamma.serve.errors import NotFresh
-from gamma.serve.freshness import Token
+from gamma.serve.freshness import FreshnessToken
 from gamma.serve.types import Caller
 from gamma.serve.watch import (
     Follower,
@@ -303,9 +303,9 @@ class _Source:
 KEY = bytes(range(32))
 
 
-def _token(path: Path, position: int, key: bytes = KEY) -> Token:
+def _token(path: Path, position: int, key: bytes = KEY) -> FreshnessToken:
     with Store.open(path) as store:
-        return Token.make(key, position, store.tree_head(position).root)
+        return FreshnessToken.make(key, position, store.tree_head(position).root)
 
 
 def _store(tmp_path: Path, lines: Sequence[dict[str, Any]]) -> Path:
@@ -320,7 +320,7 @@ def _caller() -> Caller:
     return Caller(name="alice-agent", actor=ALICE)
 
 
-async def _collect(source: _Source, since: Token | None, until: int, **kw: Any) -> list[Message]:
+async def _collect(source: _Source, since: FreshnessToken | None, until: int, **kw: Any) -> list[Message]:
     """Messages until the stream has caught up with position ``until`` (then it is dropped)."""
     got: list[Message] = []
     stream = await watch_events(source, _caller(), since, **kw)
@@ -361,7 +361,7 @@ def test_a_token_of_another_log_is_refused_and_one_from_the_future_is_not_fresh(
 
     async def main() -> None:
         source = _Source(path)
-        forged = Token(position=3, mac="0" * 64)
+        forged = FreshnessToken(position=3, mac="0" * 64)
         with pytest.raises(InputError) as refused:
             await watch_events(source, _caller(), forged)
         assert refused.value.field == "since"
@@ -371,13 +371,13 @@ def test_a_token_of_another_log_is_refused_and_one_from_the_future_is_not_fresh(
         with pytest.raises(InputError):  # the right root under another deployment's key
             await watch_events(source, _caller(), _token(path, 3, bytes(32)))
         with pytest.raises(NotFresh):
-            await watch_events(source, _caller(), Token(position=99, mac="0" * 64), wait=0.05)
+            await watch_events(source, _caller(), FreshnessToken(position=99, mac="0" * 64), wait=0.05)
 
     anyio.run(main)
 
 
 def test_resume_token_prefers_last_event_id() -> None:
-    one, two = Token(position=1, mac="a" * 64), Token(position=2, mac="b" * 64)
+    one, two = FreshnessToken(position=1, mac="a" * 64), FreshnessToken(position=2, mac="b" * 64)
     assert resume_token(one.encode(), two.encode()) == two
     assert resume_token(one.encode(), None) == one
     assert resume_token(None, None) is None

@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from gamma.audit._note import b64decode, is_key_name, open_note, read_note, sign_note
+from gamma.core.integrity.commitment import HEX_DIGEST
 from gamma.core.integrity.merkle import TreeHead
 from gamma.core.terms.errors import InputError
 from gamma.storage.proofs import prove_consistency, recomputed_heads
@@ -60,7 +61,6 @@ _ED25519 = b"\x01"
 _MAX_CHECKPOINT_BYTES = 1_000_000  # bytes of checkpoint text, Go's tlog.ParseTree bound
 _SIZE = re.compile(rb"0|[1-9][0-9]{0,18}")
 _HEX_ID = re.compile(r"[0-9a-fA-F]{8}")
-_HEX_ROOT = re.compile(r"[0-9a-f]{64}")
 # Unicode's control characters (category Cc, a fixed set): C0, DEL and C1
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
@@ -245,7 +245,7 @@ def sign_checkpoint(head: TreeHead, key: SignerKey, *, origin: str | None = None
     written unchanged (no newline translation).
     """
     origin = _check_origin(key.name if origin is None else origin)
-    if not 0 <= head.size <= MAX_TREE_SIZE or not _HEX_ROOT.fullmatch(head.root):
+    if not 0 <= head.size <= MAX_TREE_SIZE or not HEX_DIGEST.fullmatch(head.root):
         raise InputError(f"not a tree head: {head!r}", field="head")
     note = sign_note(_checkpoint_text(origin, head), key.name, key.verifier().key_id, key.sign)
     return note.decode("utf-8")

@@ -37,7 +37,7 @@ from gamma.audit.diff import (
     diff_records,
 )
 from gamma.core.integrity.chain import head_of
-from gamma.core.integrity.commitment import erased_copy
+from gamma.core.integrity.commitment import HEX_DIGEST, erased_copy
 from gamma.core.integrity.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.reading.convert import first_failure
 from gamma.core.reading.events import canonical_event, parse_actor
@@ -80,7 +80,6 @@ RECORD_FIELDS: tuple[str, ...] = (
     "excluded", "experiences", "format", "ignored", "log", "policy", "tree",
 )  # fmt: skip
 _NOT_DIGESTED = UNDIGESTED | {"events"}
-_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _names(cls: type) -> frozenset[str]:
@@ -222,13 +221,13 @@ def check_record(obj: Any, *, source: str | None = None) -> dict[str, Any]:
         message = f"expected a count of events (an integer >= 0), got {events!r}"
         raise fail(ValueTypeError, message, "events")
     for name in ("digest", "log", "policy"):
-        if not isinstance(obj[name], str) or not _HEX_DIGEST.fullmatch(obj[name]):
+        if not isinstance(obj[name], str) or not HEX_DIGEST.fullmatch(obj[name]):
             raise fail(ValueTypeError, f"expected 64 lowercase hex digits, got {obj[name]!r}", name)
     _exact_keys(obj["tree"], frozenset({"size", "root"}), "tree", fail)
     size, root = obj["tree"]["size"], obj["tree"]["root"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise fail(ValueTypeError, f"expected an integer >= 0, got {size!r}", "tree.size")
-    if not isinstance(root, str) or not _HEX_DIGEST.fullmatch(root):
+    if not isinstance(root, str) or not HEX_DIGEST.fullmatch(root):
         raise fail(ValueTypeError, f"expected 64 lowercase hex digits, got {root!r}", "tree.root")
     _exact_keys(obj["actor"], _names(Actor), "actor", fail)
     for section, (fields, nested) in _SHAPES.items():

@@ -211,11 +211,11 @@ def _run(argv: list[str] | None, record: dict[str, Any]) -> int:
         return 0
     except Exception as exc:  # noqa: BLE001 - the backstop: a bug is one line, never a traceback
         record["error"] = type(exc).__name__
-        click.echo(f"Error: internal error, please report it: {_where(exc)}", err=True)
+        click.echo(f"Error: internal error, please report it: {_crash_site(exc)}", err=True)
         return INTERNAL
 
 
-def _where(exc: BaseException) -> str:
+def _crash_site(exc: BaseException) -> str:
     """The exception's type, message and innermost frame, on one line."""
     frame = exc.__traceback__
     while frame is not None and frame.tb_next is not None:

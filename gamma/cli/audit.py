@@ -11,25 +11,23 @@ The choice of policy is :func:`gamma.audit.replay.record_policy`'s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
 
 import click
 
 from gamma.audit.replay import diff_records, read_audit, record_policy, replay
 from gamma.cli import exit_with
 from gamma.cli.logs import command
-from gamma.cli.options import STDIN, log_argument, read_log, read_policy
+from gamma.cli.options import STDIN, Command, log_argument, read_log, read_policy
 from gamma.core.terms.errors import PolicyError
 from gamma.core.terms.policy import Policy
 from gamma.storage.sources import LoadedLog, open_log
 from gamma.storage.store import is_store
 
-__all__ = ["audit_group", "replay_command"]
-
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["audit_group", "replay_one_command"]
 
 
-def _json_option(what: str) -> Callable[[F], F]:
+
+def _json_option(what: str) -> Callable[[Command], Command]:
     help = f"Print {what} as one canonical JSON line."
     return click.option("--json", "as_json", is_flag=True, help=help)
 
@@ -54,7 +52,7 @@ def _json_option(what: str) -> Callable[[F], F]:
     " the store's and the named policies.",
 )
 @_json_option("the result")
-def replay_command(log: str, expect: str, policy_path: str | None, as_json: bool) -> None:
+def replay_one_command(log: str, expect: str, policy_path: str | None, as_json: bool) -> None:
     """Replay LOG as an audit record saw it; exit 0 identical, 1 different or tampered.
 
     A difference that only values erased since explain (SPEC §21) is reported as such and

@@ -5,22 +5,19 @@ write a store and those that serve one (``verify``, ``append``, ``checkpoint``, 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import click
 
+from gamma.cli.options import Command
 from gamma.core.terms.errors import InputError
-from gamma.storage.store import check_key, read_key_file
+from gamma.storage.store import KEY_ENV, check_key, read_key_file
 
 __all__ = ["KEY_ENV", "chain_key_option", "key_option", "read_key"]
 
-KEY_ENV = "GAMMA_CHAIN_KEY"
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
-def key_option(func: F) -> F:
+
+def key_option(func: Command) -> Command:
     return click.option(
         "--key-file",
         "key_file",
@@ -30,7 +27,7 @@ def key_option(func: F) -> F:
     )(func)
 
 
-def chain_key_option(func: F) -> F:
+def chain_key_option(func: Command) -> Command:
     """``--chain-key-file``: a keyed store's chain key, for commands whose ``--key-file`` is
     another key (``checkpoint``'s signer) or that serve a store (``prove``)."""
     return click.option(

@@ -73,7 +73,7 @@ def conformance_command(
         report = run(cases, reader=reader, system=system, timeout=timeout, audit=audit)
         if junit is not None:
             _write(Path(junit), junit_xml(report))
-        click.echo(compact_json(report.to_dict()) if as_json else render(report))
+        click.echo(compact_json(report.to_dict()) if as_json else render_report(report))
         record.update(kind=report.kind, ok=report.ok, **report.summary())
     exit_with(report.exit_code)
 
@@ -92,7 +92,7 @@ def _write(path: Path, text: str) -> None:
 _TITLES = {"reference": "the reference resolver", "reader": "the reader", "external": "the system"}
 
 
-def render(report: Report) -> str:
+def render_report(report: Report) -> str:
     """The report for people: one line per case (problems indented), then the metrics."""
     title = _TITLES[report.kind] + ("" if report.kind == "reference" else f" {report.name}")
     out = [f"gamma conformance: {title}, {len(report.results)} cases", ""]
@@ -159,7 +159,7 @@ def _seconds(value: float) -> str:
     return f"{value:.3f}"
 
 
-def _message(r: CaseResult) -> str:
+def _failure_message(r: CaseResult) -> str:
     """The failure's message: the first expectation that failed (they all are in the body)."""
     first = r.problems[0] if r.problems else f"the case {r.status}ed"
     more = f" (and {len(r.problems) - 1} more)" if len(r.problems) > 1 else ""
@@ -186,7 +186,7 @@ def junit_xml(report: Report) -> str:
             detail = "\n".join((*r.problems, *answer, f"case: {r.where}"))
             if r.status in ("fail", "error"):
                 tag = "failure" if r.status == "fail" else "error"
-                child = ET.SubElement(case, tag, message=_message(r),
+                child = ET.SubElement(case, tag, message=_failure_message(r),
                                       type="mismatch" if tag == "failure" else "system")
                 child.text = _xml_text(detail)
             elif r.status == "skip":

@@ -24,12 +24,10 @@ from gamma.core.terms.errors import ActorError, InputError, PolicyError
 from gamma.core.terms.model import Actor, Assert, Event, Grant, Revoke
 from gamma.core.terms.policy import DEFAULT_POLICY, Policy, load_policy
 from gamma.data import POLICY_NAMES, policy_by_name
-
-#: The first 16 bytes of every SQLite file (``store.SQLITE_HEADER``), here so that reading a
-#: JSONL log never imports the storage layer and sqlite-utils.
-SQLITE_HEADER = b"SQLite format 3\x00"
+from gamma.storage import SQLITE_HEADER  # the package only: a JSONL log never loads sqlite
 
 __all__ = [
+    "Command",
     "NOW_ENV",
     "STDIN",
     "STDIN_SOURCE",
@@ -51,18 +49,19 @@ __all__ = [
     "write_lines",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
+#: A click command's function, which an option decorator hands back with the option added
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 NOW_ENV = "GAMMA_NOW"
 
 
-def log_argument(func: F) -> F:
+def log_argument(func: Command) -> Command:
     return click.argument(
         "log", metavar="LOG", type=click.Path(dir_okay=False, allow_dash=True)
     )(func)
 
 
-def actor_option(func: F) -> F:
+def actor_option(func: Command) -> Command:
     return click.option(
         "--actor",
         "actor",
@@ -72,7 +71,7 @@ def actor_option(func: F) -> F:
     )(func)
 
 
-def at_option(func: F) -> F:
+def at_option(func: Command) -> Command:
     return click.option(
         "--at",
         "at",
@@ -82,7 +81,7 @@ def at_option(func: F) -> F:
     )(func)
 
 
-def policy_option(func: F) -> F:
+def policy_option(func: Command) -> Command:
     return click.option(
         "--policy",
         "policy_path",

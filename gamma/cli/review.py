@@ -19,7 +19,7 @@ import structlog
 
 from gamma.audit.replay import read_audit
 from gamma.cli import exit_with, quiet, verbose, warn
-from gamma.cli.audit import replay_command as single
+from gamma.cli.audit import replay_one_command as single
 from gamma.cli.logs import command
 from gamma.cli.options import log_argument, policy_option, read_at, read_policy, read_text
 from gamma.core.reading.events import parse_actor
@@ -28,7 +28,15 @@ from gamma.core.terms.errors import InputError
 from gamma.core.terms.model import Actor
 from gamma.core.terms.policy import Policy
 from gamma.integrations import install_hint
-from gamma.review.run import Executor, Failure, Outcome, pool, run_replays, run_review, serial
+from gamma.review.run import (
+    Executor,
+    TaskFailure,
+    TaskOutcome,
+    pool,
+    run_replays,
+    run_review,
+    serial,
+)
 from gamma.review.spool import open_source
 from gamma.review.tasks import ReviewTask
 from gamma.storage.decisions import decision_log_path
@@ -123,7 +131,7 @@ def review_command(
         try:
             with progress or contextlib.nullcontext() as show:
 
-                def done(task: ReviewTask, outcome: Outcome) -> None:
+                def done(task: ReviewTask, outcome: TaskOutcome) -> None:
                     events[task.tenant] = task.ship.events
                     if show is not None:
                         show(task, outcome)
@@ -147,7 +155,7 @@ def review_command(
             exit_with(1)
 
 
-Progress = Callable[[ReviewTask, Outcome], None]
+Progress = Callable[[ReviewTask, TaskOutcome], None]
 
 
 def _check_folder(out: str) -> None:
@@ -169,7 +177,7 @@ def _progress(tenants: int) -> Iterator[Progress | None]:
         with click.progressbar(length=tenants, label="tenants", file=sys.stderr) as bar:
             seen = [0]
 
-            def tick(task: ReviewTask, outcome: Outcome) -> None:
+            def tick(task: ReviewTask, outcome: TaskOutcome) -> None:
                 seen[0] += task.ship.events
                 rate = seen[0] / max(time.perf_counter() - started, 1e-9)
                 bar.label = f"tenants ({rate:,.0f} events/s)"
@@ -179,9 +187,9 @@ def _progress(tenants: int) -> Iterator[Progress | None]:
     elif verbose():
         log_line = structlog.get_logger("gamma")
 
-        def line(task: ReviewTask, outcome: Outcome) -> None:
+        def line(task: ReviewTask, outcome: TaskOutcome) -> None:
             log_line.info("tenant", tenant=task.tenant, events=task.ship.events,
-                          actors=len(task.actors), failed=isinstance(outcome, Failure))  # fmt: skip
+                          actors=len(task.actors), failed=isinstance(outcome, TaskFailure))  # fmt: skip
 
         yield line
     else:

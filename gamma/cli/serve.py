@@ -75,7 +75,7 @@ def serve_command(
             raise InputError("gamma serve serves a store (gamma init, gamma append)", source=store)
         try:
             # lazy: Starlette, uvicorn and prometheus_client are the optional extra
-            from gamma.serve.app import run
+            from gamma.serve.app import run_server
             from gamma.serve.identity import Callers
         except ImportError as exc:
             raise click.UsageError(f"gamma serve needs the extra 'serve' ({exc.name} is not"
@@ -96,5 +96,5 @@ def serve_command(
                              chain_key_file=chain_key_file, public_url=public_url,
                              max_connections=max_connections, keep_alive=keep_alive)
         record.update(host=host, port=port)
-        run(config, host=host, port=port, workers=workers, tls_cert=tls_cert, tls_key=tls_key,
+        run_server(config, host=host, port=port, workers=workers, tls_cert=tls_cert, tls_key=tls_key,
             tls_client_ca=tls_client_ca)

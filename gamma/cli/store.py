@@ -7,9 +7,8 @@ and then leaves with status 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, TypeVar
 
 import click
 
@@ -20,6 +19,7 @@ from gamma.cli.options import (
     NO_TENANT,
     STDIN,
     STDIN_SOURCE,
+    Command,
     read_log,
     read_policy,
     read_stdin,
@@ -46,10 +46,9 @@ __all__ = [
     "verify_command",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 
-def store_argument(func: F) -> F:
+def store_argument(func: Command) -> Command:
     return click.argument("store", metavar="STORE", type=click.Path(dir_okay=False))(func)
 
 

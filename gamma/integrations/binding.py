@@ -38,7 +38,7 @@ from gamma.core.terms.errors import (
     UnknownReferenceError,
     ValueTypeError,
 )
-from gamma.core.terms.model import Actor, Event
+from gamma.core.terms.model import Actor, Event, Value
 from gamma.face import checked
 from gamma.scoring.findings import LogFacts, Validation, check_response, parse_stated
 from gamma.storage.engine import Engine
@@ -57,8 +57,6 @@ __all__ = [
     "utc_now",
     "visible_decision",
 ]
-
-Value = str | int | bool
 
 #: The one answer to a reference the actor cannot follow, whether the fact is hidden from
 #: it, another tenant's or absent: no id echoed, so the bytes are the same for each.

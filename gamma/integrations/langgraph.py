@@ -110,7 +110,7 @@ def _encode(value: Mapping[str, Any]) -> str:
         ) from None
 
 
-def _stored(value: Mapping[str, Any]) -> str | int | bool:
+def _stored_value(value: Mapping[str, Any]) -> str | int | bool:
     """The fact value of an item: ``{"value": v}`` (and a derived item's ``value``) is stored as
     ``v`` itself when ``_decode`` reads it back as that dict, so a derivation can compute over
     it; any other dict as its canonical JSON."""
@@ -165,7 +165,7 @@ class GovernedStore(BaseStore):
             if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp, PutOp)):
                 raise ValueError(f"unknown operation type: {type(op).__name__}")
             validate_op_namespace(op)
-            scope_of(_named(op))  # reads refuse what writes refuse
+            scope_of(_named_namespace(op))  # reads refuse what writes refuse
             if isinstance(op, PutOp) and op.ttl is not None:
                 raise NotImplementedError("GovernedStore keeps no TTL: facts expire by valid_until")
         reads = [op for op in ops if not isinstance(op, PutOp)]
@@ -290,7 +290,7 @@ class GovernedStore(BaseStore):
                     for a in held if a.key == op.key and a.scope == scope
                 ]
                 continue
-            body: dict[str, Any] = {"type": "assert", "key": op.key, "value": _stored(op.value)}
+            body: dict[str, Any] = {"type": "assert", "key": op.key, "value": _stored_value(op.value)}
             if scope != GLOBAL:
                 body["scope"] = scope
             if isinstance(op.value, Mapping) and "derivation" in op.value:
@@ -300,7 +300,7 @@ class GovernedStore(BaseStore):
             self.binding.write(bodies)
 
 
-def _named(op: Op) -> tuple[str, ...]:
+def _named_namespace(op: Op) -> tuple[str, ...]:
     """The namespace an op names: a search's prefix; a listing's conditions hold patterns,
     whose labels other than the wildcard ``*`` are checked as a namespace's are."""
     if isinstance(op, SearchOp):

@@ -8,6 +8,6 @@ pool or on Dask (``gamma.review.on_dask``, imported only when asked for).
 """
 
 from gamma.review.jobs import Partition, TenantResult, review_tenant
-from gamma.review.run import Failure, run_replays, run_review
+from gamma.review.run import TaskFailure, run_replays, run_review
 
-__all__ = ["Partition", "TenantResult", "Failure", "review_tenant", "run_review", "run_replays"]
+__all__ = ["Partition", "TenantResult", "TaskFailure", "review_tenant", "run_review", "run_replays"]

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from distributed import Client, as_completed
 
-from gamma.review.run import Executor, Failure, settle
+from gamma.review.run import Executor, TaskFailure, settle
 
 __all__ = ["dask", "on_this_host", "run_batch", "batches"]
 
@@ -88,7 +88,7 @@ def dask(
                 results = future.result()
             except Exception as exc:  # the scheduler gave up on it (KilledWorker)
                 error = f"{type(exc).__name__}: {exc}"
-                results = [Failure(task.tenant, error) for task in group]
+                results = [TaskFailure(task.tenant, error) for task in group]
             future.release()
             submit_next()
             yield from zip(group, results)

@@ -1,6 +1,6 @@
 """Run the per-tenant tasks on an executor and publish DIR, byte-identical whatever ran them.
 
-An executor is a callable ``(job, tasks) -> iterator of (task, result | Failure)`` in any
+An executor is a callable ``(job, tasks) -> iterator of (task, result | TaskFailure)`` in any
 order: ``serial``, ``pool(n)`` (a process pool of fresh interpreters whose dead workers'
 tasks are re-run) or ``gamma.review.on_dask.dask(client)``. The parent streams the log once
 (``gamma.review.spool``), ships each tenant's partition, and only renames the files its
@@ -45,12 +45,12 @@ from gamma.review.tasks import (
 )
 
 __all__ = [
-    "Failure", "Executor", "serial", "pool", "guarded", "in_worker", "settle", "run_review", "run_replays",
+    "TaskFailure", "Executor", "serial", "pool", "guarded", "in_worker", "settle", "run_review", "run_replays",
 ]  # fmt: skip
 
 
 @attrs.frozen
-class Failure:
+class TaskFailure:
     """A task whose job raised: its tenant and the error (kept whole when it is bad input)."""
 
     tenant: str
@@ -58,20 +58,20 @@ class Failure:
     input_error: InputError | None = attrs.field(default=None, eq=False)
 
 
-Outcome = ReviewDone | Failure
+TaskOutcome = ReviewDone | TaskFailure
 #: (job, tasks) -> (task, outcome) pairs in any order; a task has a ``tenant``
 Executor = Callable[[Callable[[Any], Any], Sequence[Any]], Iterator[tuple[Any, Any]]]
 
 
 def guarded(job: Callable[[Any], Any], task: Any) -> Any:
-    """``job(task)``, with an error turned into a Failure naming the tenant."""
+    """``job(task)``, with an error turned into a TaskFailure naming the tenant."""
     try:
         return job(task)
     except InputError as exc:  # the partition is bad input: the run exits 2, naming the line
-        return Failure(task.tenant, str(exc), exc)
+        return TaskFailure(task.tenant, str(exc), exc)
     except Exception as exc:  # any error in one tenant must not lose the others
         last = traceback.format_exception_only(exc)[-1].strip()
-        return Failure(task.tenant, last)
+        return TaskFailure(task.tenant, last)
 
 
 _settled = False
@@ -125,7 +125,7 @@ def pool(workers: int, *, rounds: int = 3) -> Executor:
                 return
             if attempt == rounds - 1:
                 for task in todo:
-                    yield task, Failure(task.tenant, f"worker died {rounds} times")
+                    yield task, TaskFailure(task.tenant, f"worker died {rounds} times")
 
     return run
 
@@ -167,7 +167,7 @@ def run_review(
     since: datetime | None = None,
     executor: Executor = serial,
     job: Callable[[ReviewTask], ReviewDone] = review_job,
-    on_done: Callable[[ReviewTask, Outcome], None] | None = None,
+    on_done: Callable[[ReviewTask, TaskOutcome], None] | None = None,
 ) -> dict[str, Any]:
     """Review every actor at ``at``; write ``out/tenants/*.jsonl`` and ``out/summary.json``.
 
@@ -189,7 +189,7 @@ def run_review(
     for actor in sorted(actors, key=lambda a: (a.tenant, a.id)):
         by_tenant.setdefault(actor.tenant, []).append(actor)
     done: dict[str, ReviewDone] = {}
-    failed: dict[str, Failure] = {}
+    failed: dict[str, TaskFailure] = {}
     try:
         with tempfile.TemporaryDirectory(prefix=".partitions-", dir=root) as spool:
             times = [at] if since is None else [at, since]
@@ -208,7 +208,7 @@ def run_review(
                                           tasks):  # fmt: skip
                 if outcome is None:  # a tenant only checked: nothing to write or report
                     continue
-                if isinstance(outcome, Failure):
+                if isinstance(outcome, TaskFailure):
                     failed[outcome.tenant] = outcome
                 else:
                     done[outcome.tenant] = _spill(outcome, folder, token)
@@ -282,7 +282,7 @@ def run_replays(
     policy: Policy | None = None,
     *,
     executor: Executor = serial,
-) -> tuple[tuple[RecordOutcome, ...], tuple[Failure, ...]]:
+) -> tuple[tuple[RecordOutcome, ...], tuple[TaskFailure, ...]]:
     """Replay every record (name -> record) by tenant; outcomes sorted by name, and failures.
 
     Each record is replayed under the policy it was made under (``record_policy``: the
@@ -319,12 +319,12 @@ def run_replays(
             )  # fmt: skip
             tasks += _checks(found, set(tenants), source)
             outcomes: list[RecordOutcome] = []
-            failed: list[Failure] = []
+            failed: list[TaskFailure] = []
             job = functools.partial(guarded, functools.partial(run_job, replay_job))
             for _, outcome in executor(job, tasks):
                 if outcome is None:  # a tenant only checked: nothing to write or report
                     continue
-                if isinstance(outcome, Failure):
+                if isinstance(outcome, TaskFailure):
                     failed.append(outcome)
                 else:
                     outcomes.extend(outcome)

@@ -64,8 +64,8 @@ from gamma.core.terms.limits import MAX_DEPTH
 from gamma.serve import authzen, watch
 from gamma.serve.config import CONFIG_ENV, ServeConfig
 from gamma.serve.errors import DecisionLogError, Forbidden, ServeError
-from gamma.serve.freshness import Token
-from gamma.serve.identity import authenticate
+from gamma.serve.freshness import FreshnessToken
+from gamma.serve.identity import Verifier, authenticate
 from gamma.serve.metrics import CONTENT_TYPE
 from gamma.serve.service import Answer, Service, error_body
 from gamma.serve.tls import client_certificate, ssl_options
@@ -73,7 +73,7 @@ from gamma.serve.types import Caller
 from gamma.storage.decisions import DecisionLogFailure
 
 __all__ = [
-    "create_app", "factory", "run", "strict_or_none", "TooLarge", "ROUTES", "TOKEN", "FRESH", "EXACT",
+    "create_app", "factory", "run_server", "strict_or_none", "TooLarge", "ROUTES", "TOKEN", "FRESH", "EXACT",
     "WORKER_HEALTHCHECK",
 ]
 
@@ -87,7 +87,6 @@ REQUEST_ID = b"x-request-id"
 #: set in a request's scope once its caller is authenticated: only then is the token sent
 AUTHENTICATED = "gamma.authenticated"
 
-Verifier = Callable[[str], Caller | None]
 
 
 class TooLarge(ServeError):
@@ -124,7 +123,7 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
 
 
-def _json(status: int, body: Mapping[str, Any], token: Token | None = None, *,
+def _json(status: int, body: Mapping[str, Any], token: FreshnessToken | None = None, *,
           floatless: bool = False) -> Response:
     """A JSON answer (canonical layout), with its token, and the Bearer challenge on a 401.
     ``floatless``: the body holds no float (an AuthZEN decision), so it is encoded in C, the
@@ -322,12 +321,12 @@ class _Api:
         return result
 
     @staticmethod
-    def tokens(request: Request) -> tuple[Token | None, Token | None]:
+    def tokens(request: Request) -> tuple[FreshnessToken | None, FreshnessToken | None]:
         fresh, exact = request.headers.get(FRESH), request.headers.get(EXACT)
         if fresh is not None and exact is not None:
             raise InputError(f"ask for {FRESH} or {EXACT}, not both", field=EXACT)
-        return (None if fresh is None else Token.decode(fresh, field=FRESH),
-                None if exact is None else Token.decode(exact, field=EXACT))
+        return (None if fresh is None else FreshnessToken.decode(fresh, field=FRESH),
+                None if exact is None else FreshnessToken.decode(exact, field=EXACT))
 
     @staticmethod
     def answer(answer: Answer, *, own: bool) -> Response:
@@ -482,7 +481,7 @@ def create_app(config: ServeConfig, *, verifier: Verifier | None = None) -> Star
 
 def factory() -> Starlette:
     """The app of a worker uvicorn started: its configuration is in ``$GAMMA_SERVE_CONFIG``
-    (``run`` puts it there)."""
+    (``run_server`` puts it there)."""
     return create_app(ServeConfig.from_env())
 
 
@@ -495,7 +494,7 @@ def factory() -> Starlette:
 WORKER_HEALTHCHECK = 300
 
 
-def run(
+def run_server(
     config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8080, workers: int = 1,
     tls_cert: str | None = None, tls_key: str | None = None, tls_client_ca: str | None = None,
 ) -> None:

@@ -148,7 +148,7 @@ def search_subject(
     if not caller.auditor:
         raise Forbidden(f"caller {caller.name!r} is no auditor: only an auditor searches subjects")
     body = _body(body)
-    kind = _string(_object(body.get("subject"), "subject"), "type", "subject")
+    kind = _string(_body_object(body.get("subject"), "subject"), "type", "subject")
     action = _action(body.get("action"), "action")
     resource_type, resource_id = _resource(body.get("resource"), "resource")
     tenant = _resource_tenant(body.get("resource"))
@@ -219,7 +219,7 @@ def subject_actor(
     ``{id, tenant, roles?, clearance?, scope?}`` from ``id`` and ``properties``
     (``tenant`` required), checked against ``policy`` (the app logs it as on behalf).
     """
-    obj = _object(subject, field)
+    obj = _body_object(subject, field)
     _string(obj, "type", field)
     subject_id = _string(obj, "id", field)
     properties = obj.get("properties")
@@ -387,7 +387,7 @@ def _body(body: object) -> Body:
     return body
 
 
-def _object(value: object, field: str) -> Mapping[str, Any]:
+def _body_object(value: object, field: str) -> Mapping[str, Any]:
     if value is None:
         raise MissingFieldError(f"{field} is required", field=field)
     if not isinstance(value, Mapping):
@@ -406,7 +406,7 @@ def _string(obj: Mapping[str, Any], name: str, field: str) -> str:
 
 
 def _action(value: object, field: str) -> str:
-    obj = _object(value, field)
+    obj = _body_object(value, field)
     properties = obj.get("properties")
     if properties is not None and not isinstance(properties, Mapping):
         raise ValueTypeError("properties must be a JSON object", field=f"{field}.properties")
@@ -414,7 +414,7 @@ def _action(value: object, field: str) -> str:
 
 
 def _resource_type(value: object, field: str) -> tuple[Mapping[str, Any], str]:
-    obj = _object(value, field)
+    obj = _body_object(value, field)
     properties = obj.get("properties")
     if properties is not None and not isinstance(properties, Mapping):
         raise ValueTypeError("properties must be a JSON object", field=f"{field}.properties")

@@ -53,14 +53,14 @@ __all__ = [
     "acting_actor",
     "append",
     "check",
-    "explain",
+    "explain_request",
     "handlers",
-    "on_behalf",
+    "recorded_on_behalf",
     "outcome",
     "provable",
     "reasons",
     "request_time",
-    "resolve",
+    "resolve_request",
 ]
 
 #: The renderings ``/v1/resolve`` adds beside the record (``"json"``: the record alone).
@@ -105,7 +105,7 @@ def acting_actor(view: View, caller: Caller, body: Mapping[str, Any]) -> Actor:
     return actor
 
 
-def on_behalf(view: View, caller: Caller, endpoint: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+def recorded_on_behalf(view: View, caller: Caller, endpoint: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
     """The actors other than its own a caller asked as, as the decision log records them.
 
     None for the caller itself; one actor's object; ``{"actors": [...]}`` for a batch
@@ -152,7 +152,7 @@ def _own(view: EventsView, tenant: str) -> list[Event]:
 # -- the decision endpoints (Handlers) ---------------------------------------------------
 
 
-def resolve(view: View, caller: Caller, at: datetime, body: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_request(view: View, caller: Caller, at: datetime, body: Mapping[str, Any]) -> dict[str, Any]:
     """The caller's resolution as ``gamma resolve --format json`` gives it, with its rendering.
 
     ``keys`` limits the context block to those keys' facts (as ``gamma resolve --key``);
@@ -198,7 +198,7 @@ def check(view: View, caller: Caller, at: datetime, body: Mapping[str, Any]) -> 
     return Validation(found).to_dict()
 
 
-def explain(view: View, caller: Caller, at: datetime, body: Mapping[str, Any]) -> dict[str, Any]:
+def explain_request(view: View, caller: Caller, at: datetime, body: Mapping[str, Any]) -> dict[str, Any]:
     """Why ``fact`` is admitted or excluded for the actor (``gamma explain --format json``).
 
     Only a fact the actor may see is explained (an auditor's view shows hidden ones,
@@ -284,15 +284,15 @@ def append(engine: Engine, caller: Caller, body: Mapping[str, Any], *, at: datet
         result = engine.append(lines, source="<request>")
     except UnknownReferenceError as exc:  # its message may name another tenant's fact
         raise UnknownReferenceError(NO_SUCH_FACT.format(actor=caller.actor.id),
-                                    field=_where(exc)) from None
+                                    field=_request_field(exc)) from None
     except DuplicateIdError as exc:  # its message names the id: the caller's own, but say less
         raise DuplicateIdError("the id derived from this event is taken: the batch repeats an"
                                " event, or one like it is stored with another 'ts'",
-                               field=_where(exc)) from None
+                               field=_request_field(exc)) from None
     return {**result.to_dict(), "assigned": assigned, "position": len(engine)}
 
 
-def _where(exc: InputError) -> str | None:
+def _request_field(exc: InputError) -> str | None:
     """The field of a store refusal as the request names it (``events[i].field``)."""
     if exc.line is None or exc.field is None:
         return exc.field
@@ -339,7 +339,7 @@ AUTHZEN: dict[str, Handler] = {
 }
 AUTHZEN_NAMES = (*AUTHZEN, "search/subject")
 
-OWN: dict[str, Handler] = {"resolve": resolve, "check": check, "explain": explain}
+OWN: dict[str, Handler] = {"resolve": resolve_request, "check": check, "explain": explain_request}
 
 
 def handlers(callers: Iterable[Caller]) -> dict[str, Handler]:

@@ -24,12 +24,13 @@ from typing import Protocol, Self
 
 import attrs
 
+from gamma.core.integrity.commitment import HEX_DIGEST
 from gamma.core.integrity.merkle import TreeHead
 from gamma.core.terms.canonical import MAX_SAFE_INT
 from gamma.core.terms.errors import ValueTypeError
 from gamma.storage.decisions import TOKEN_KEY_BYTES
 
-__all__ = ["Token", "PREFIX", "KEY_BYTES", "token_mac"]
+__all__ = ["FreshnessToken", "PREFIX", "KEY_BYTES", "token_mac"]
 
 #: The version tag every token starts with (a later format gets another tag).
 PREFIX = "gt1"
@@ -40,7 +41,6 @@ _DOMAIN = b"gamma-token/1\x00"
 
 # at most 16 digits: the largest JSON-safe position (2**53 - 1) has 16
 _TEXT = re.compile(r"gt1\.(0|[1-9][0-9]{0,15})\.([0-9a-f]{64})")
-_HEX = re.compile(r"[0-9a-f]{64}")
 #: Longer text is refused before it is matched: a token is never near this long.
 _MAX_TEXT = 96
 
@@ -57,7 +57,7 @@ def _position(instance: object, attribute: attrs.Attribute[int], value: int) -> 
 
 
 def _mac(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not isinstance(value, str) or _HEX.fullmatch(value) is None:
+    if not isinstance(value, str) or HEX_DIGEST.fullmatch(value) is None:
         raise ValueTypeError(f"a token's MAC is 64 lowercase hex digits, got {value!r}",
                              field="mac")  # fmt: skip
 
@@ -71,7 +71,7 @@ def token_mac(key: bytes, position: int, root: str) -> str:
 
 
 @attrs.frozen
-class Token:
+class FreshnessToken:
     """The log after its first ``position`` events, named by a MAC over its Merkle root there."""
 
     position: int = attrs.field(validator=_position)

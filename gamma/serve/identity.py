@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from gamma.core.integrity.commitment import HEX_DIGEST
 from gamma.core.reading.events import parse_actor
 from gamma.core.terms.errors import (
     ActorError,
@@ -40,7 +41,6 @@ MAX_CALLERS_BYTES = 16 * 1024 * 1024
 """A callers file is read whole once per worker; tens of thousands of entries fit well below."""
 
 _FIELDS = ("name", "token_sha256", "cert_sha256", "auditor", "actor")
-_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 # RFC 6750 section 2.1: the scheme (any case), one or more spaces, a b64token
 _BEARER = re.compile(r"(?i:bearer) +([A-Za-z0-9\-._~+/]+=*) *")
 _ENTRY_HEADER = re.compile(r"\s*\[\[\s*caller\s*\]\]\s*(#.*)?")
@@ -117,7 +117,7 @@ class Callers:
         seen: dict[tuple[str, object], int] = {}  # (field, value) -> the entry that holds it
         for number, entry in enumerate(entries, start=1):
             where = _Where(source, lines, number)
-            caller, digests = _entry(entry, where, policy=policy)
+            caller, digests = _caller_entry(entry, where, policy=policy)
             for field, value in (("name", caller.name), *digests.items()):
                 if value is None:
                     continue
@@ -215,7 +215,7 @@ class _Where:
         )
 
 
-def _entry(
+def _caller_entry(
     entry: dict[str, Any], where: _Where, *, policy: Policy
 ) -> tuple[Caller, dict[str, bytes | None]]:
     """One [[caller]] table: the Caller, and its token and certificate digests by field."""
@@ -236,7 +236,7 @@ def _entry(
     digests: dict[str, bytes | None] = {}
     for key in ("token_sha256", "cert_sha256"):
         value = entry.get(key)
-        if value is not None and (not isinstance(value, str) or not _HEX64.fullmatch(value)):
+        if value is not None and (not isinstance(value, str) or not HEX_DIGEST.fullmatch(value.lower())):
             raise where.fail(ValueTypeError, "expected 64 hexadecimal digits (a SHA-256)", key)
         digests[key] = bytes.fromhex(value) if value is not None else None
     if digests["token_sha256"] is None and digests["cert_sha256"] is None:

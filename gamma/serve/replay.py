@@ -38,7 +38,7 @@ from gamma.core.terms.errors import InputError
 from gamma.core.terms.model import Assert, Erase, Event, Experience
 from gamma.serve.endpoints import request_time
 from gamma.serve.errors import Forbidden
-from gamma.serve.freshness import Token
+from gamma.serve.freshness import FreshnessToken
 from gamma.serve.types import Caller, Handler
 from gamma.storage.decisions import (
     ChainReport,
@@ -272,7 +272,7 @@ def _check_log(state: EngineState, entry: DecisionEntry, key: bytes | None) -> F
     if entry.root != root:
         return "root", entry.root, root
     if key is not None:
-        token = Token.make(key, entry.position, root).encode()
+        token = FreshnessToken.make(key, entry.position, root).encode()
         if entry.token != token:
             return "token", entry.token, token
     if entry.policy != state.policy.digest:

@@ -51,7 +51,7 @@ import attrs
 
 from gamma.audit.checkpoint import SignerKey, parse_signer, sign_checkpoint
 from gamma.core.incremental.engine import EngineState
-from gamma.core.integrity.merkle import prove_inclusion
+from gamma.core.integrity.merkle import inclusion_proof
 from gamma.core.reading.convert import converter
 from gamma.core.terms.canonical import format_ts
 from gamma.core.terms.errors import InputError
@@ -59,7 +59,7 @@ from gamma.core.terms.model import Event
 from gamma.core.terms.policy import Policy
 from gamma.serve import endpoints
 from gamma.serve.errors import DecisionLogError, Forbidden, NotFresh, ServeError
-from gamma.serve.freshness import Token
+from gamma.serve.freshness import FreshnessToken
 from gamma.serve.identity import Callers
 from gamma.serve.metrics import Metrics
 from gamma.serve.types import Caller, Handler, View
@@ -70,7 +70,7 @@ from gamma.storage.decisions import (
     decision_log_path,
 )
 from gamma.storage.engine import Engine
-from gamma.storage.store import Store, check_key, read_key_file
+from gamma.storage.store import KEY_ENV, Store, check_key, read_key_file
 
 __all__ = [
     "Answer",
@@ -85,12 +85,10 @@ __all__ = [
     "utc_second",
 ]
 
-T = TypeVar("T")
+Returned = TypeVar("Returned")
 
 #: Seconds between reads of the store while a request waits for it to grow.
 POLL = 0.005
-#: The chain key of a keyed store when no file names it (as the CLI reads it).
-KEY_ENV = "GAMMA_CHAIN_KEY"
 #: How many (position -> Merkle root) pairs a worker remembers for checking tokens.
 ROOTS_KEPT = 4096
 #: At-exact views kept (least recently used dropped): a cold one is a fold of its prefix.
@@ -113,7 +111,7 @@ class Answer:
 
     status: int
     body: dict[str, Any]
-    token: Token
+    token: FreshnessToken
 
 
 @attrs.frozen
@@ -141,7 +139,7 @@ class _Decided:
 #: A request's future, and the value or the error it is settled with.
 Settled = tuple[asyncio.Future[Any], Any, BaseException | None]
 #: A job, and the value or the error its request is answered with.
-Outcome = tuple[_Job, Any, BaseException | None]
+JobOutcome = tuple[_Job, Any, BaseException | None]
 
 
 def _settle(results: list[Settled]) -> None:
@@ -208,7 +206,7 @@ class Service:
         self.fresh_wait = fresh_wait
         self.signer = signer
         self.metrics = Metrics.new()
-        self.token: Token | None = None
+        self.token: FreshnessToken | None = None
         self._key = key
         self._clock = clock
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -242,7 +240,7 @@ class Service:
 
     # -- the engine thread ---------------------------------------------------------------
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+    async def call(self, fn: Callable[..., Returned], *args: Any) -> Returned:
         """Run ``fn(*args)`` on the engine thread (the only thread that touches the engine)."""
         return await self._submit(fn, args, decision=False)  # type: ignore[no-any-return]
 
@@ -282,7 +280,7 @@ class Service:
         rows committed together before any of them is answered; any other job first commits
         the decisions queued before it."""
         pending: list[tuple[_Job, _Decided]] = []
-        done: list[Outcome] = []
+        done: list[JobOutcome] = []
         read = False
         for job in group:
             if job.future.cancelled():  # its request is answered already (504): not decided
@@ -313,7 +311,7 @@ class Service:
             except RuntimeError:  # the loop is closed: no one is waiting any more
                 pass
 
-    def _commit(self, pending: list[tuple[_Job, _Decided]]) -> list[Outcome]:
+    def _commit(self, pending: list[tuple[_Job, _Decided]]) -> list[JobOutcome]:
         """Record the rows of ``pending`` in one transaction; each job's answer, or its error
         (DecisionLogError: fail closed). A row that cannot be encoded fails alone: the others
         are committed without it."""
@@ -339,7 +337,7 @@ class Service:
             return [(pending[failed][0], None, error), *self._commit(rest)]
         except Exception as exc:  # noqa: BLE001 - unforeseen: the group fails (500), never open
             return [(job, None, exc) for job, _ in pending]
-        out: list[Outcome] = []
+        out: list[JobOutcome] = []
         for job, decided in pending:
             self.metrics.decided(decided.endpoint, decided.outcome)
             out.append((job, decided.answer, None))
@@ -398,9 +396,9 @@ class Service:
             raise ServeError("the store is not open yet")
         return self._token_key
 
-    def token_at(self, position: int) -> Token:
+    def token_at(self, position: int) -> FreshnessToken:
         """The token of the log's first ``position`` events (engine thread)."""
-        return Token.make(self.token_key, position, self._root_at(position))
+        return FreshnessToken.make(self.token_key, position, self._root_at(position))
 
     @property
     def engine(self) -> Engine:
@@ -416,7 +414,7 @@ class Service:
         self._roots.move_to_end(head.size)
         while len(self._roots) > ROOTS_KEPT:
             self._roots.popitem(last=False)
-        self.token = Token.make(self.token_key, head.size, head.root)
+        self.token = FreshnessToken.make(self.token_key, head.size, head.root)
         last = self.engine.events_since(head.size - 1) if head.size else ()
         self._last_ts = last[-1].ts if last else None
         self.metrics.position.set(head.size)
@@ -427,7 +425,7 @@ class Service:
             self._note()
         return len(self.engine)
 
-    # -- what the change feed reads (gamma.serve.watch.Source) ---------------------------
+    # -- what the change feed reads (gamma.serve.watch.FeedSource) ---------------------------
 
     @property
     def policy(self) -> Policy:
@@ -453,7 +451,7 @@ class Service:
 
     # -- freshness -----------------------------------------------------------------------
 
-    async def reach(self, token: Token) -> None:
+    async def reach(self, token: FreshnessToken) -> None:
         """Wait (up to the configured limit) until this worker holds ``token``'s position."""
         if token.position <= len(self):
             return
@@ -475,14 +473,14 @@ class Service:
             return head.root
         return self.tree_store.tree_head(position).root
 
-    def _check_root(self, token: Token, field: str) -> None:
+    def _check_root(self, token: FreshnessToken, field: str) -> None:
         """The token is this deployment's MAC over the log's root at its position (400 if not:
         another log's, another deployment's, or forged)."""
         if not token.matches(self.token_key, self._root_at(token.position)):
             raise InputError("the token is not of this log: its MAC does not match the log at"
                              " its position", field=field)  # fmt: skip
 
-    def _view(self, fresh: Token | None, exact: Token | None) -> tuple[View, Token, datetime | None]:
+    def _view(self, fresh: FreshnessToken | None, exact: FreshnessToken | None) -> tuple[View, FreshnessToken, datetime | None]:
         """The view a request is decided over, its token and its last event's ``ts``
         (engine thread)."""
         engine = self.engine
@@ -493,7 +491,7 @@ class Service:
                 self._check_root(exact, "Gamma-At-Exact")
             token = self.token  # noted with the engine's head at every read and write
             if token is None or token.position != len(engine):
-                token = Token.of(engine, self.token_key)
+                token = FreshnessToken.of(engine, self.token_key)
             # the state past the engine's argument checks: the handlers validated the body
             return engine.state, token, self._last_ts
         if exact.position > len(engine):
@@ -513,7 +511,7 @@ class Service:
 
     async def decide(
         self, endpoint: str, caller: Caller, body: Mapping[str, Any], *,
-        fresh: Token | None = None, exact: Token | None = None,
+        fresh: FreshnessToken | None = None, exact: FreshnessToken | None = None,
     ) -> Answer:
         """Decide one request over the view asked for, recorded before it is returned."""
         for token in (fresh, exact):
@@ -525,7 +523,7 @@ class Service:
 
     def _decide(
         self, endpoint: str, caller: Caller, body: Mapping[str, Any],
-        fresh: Token | None, exact: Token | None,
+        fresh: FreshnessToken | None, exact: FreshnessToken | None,
     ) -> _Decided:
         """Decide one request (engine thread, the store read for its group); its row is
         committed by ``_commit`` before it is answered."""
@@ -566,7 +564,7 @@ class Service:
                     status, response = refusal(exc)
                 elapsed = time.perf_counter() - started
                 self._note()
-                token = self.token if self.token is not None else Token.of(engine, self.token_key)
+                token = self.token if self.token is not None else FreshnessToken.of(engine, self.token_key)
                 record(self._entry("append", caller, body, engine, token, at, status, response,
                                    elapsed))
         except DecisionLogFailure as exc:
@@ -581,7 +579,7 @@ class Service:
         return self._decisions
 
     def _entry(
-        self, endpoint: str, caller: Caller, body: Mapping[str, Any], view: View, token: Token,
+        self, endpoint: str, caller: Caller, body: Mapping[str, Any], view: View, token: FreshnessToken,
         at: datetime, status: int, response: dict[str, Any], elapsed: float,
     ) -> DecisionEntry:
         actor = self._actors.get(caller)
@@ -593,7 +591,7 @@ class Service:
             self._formatted = (at, format_ts(at))
         return DecisionEntry(
             endpoint=endpoint, caller=caller.name, actor=dict(actor),
-            on_behalf=endpoints.on_behalf(view, caller, endpoint, body), at=self._formatted[1],
+            on_behalf=endpoints.recorded_on_behalf(view, caller, endpoint, body), at=self._formatted[1],
             request=dict(body), position=token.position, root=self._root_at(token.position),
             token=token.encode(),
             policy=view.policy.digest, status=status, response=response,
@@ -631,7 +629,7 @@ class Service:
             event = engine.events_since(position - 1)[0]
         line = endpoints.provable(event, caller)  # another tenant's: as if it were not there
         assert position is not None
-        proof = prove_inclusion(store.tree(size), position - 1, size)
+        proof = inclusion_proof(store.tree(size), position - 1, size)
         return Answer(200, {"proof": proof.to_dict(), "event_line": line}, self.token_at(size))
 
     async def checkpoint(self, caller: Caller) -> Answer:
@@ -647,7 +645,7 @@ class Service:
         head = self.engine.tree_head
         note = sign_checkpoint(head, self.signer)
         return Answer(200, {"checkpoint": note, **head.to_dict()},
-                      Token.make(self.token_key, head.size, head.root))
+                      FreshnessToken.make(self.token_key, head.size, head.root))
 
     async def ready(self) -> int:
         """The events held after reading the store (the store answers: ready)."""

@@ -20,7 +20,7 @@ A fact the caller cannot see (excluded with any visibility code) is never named,
 before or after, and one the caller could rely on that becomes hidden is ``removed``,
 with neither value nor reason, the one answer that names no cause.
 
-What the feed reads of the worker (``Source``, which ``gamma.serve.service.Service``
+What the feed reads of the worker (``FeedSource``, which ``gamma.serve.service.Service``
 is): ``policy``; ``token_key`` (the deployment's key: a token is a MAC over the log's
 root, never the root); ``store_path`` (opened read-only here for the Merkle roots the
 tokens are made from, from the store's tree table); ``len(source)`` (events the worker holds);
@@ -56,16 +56,16 @@ from gamma.core.terms.model import Actor, Assert, Event
 from gamma.core.terms.policy import Policy
 from gamma.integrations.binding import relied_record
 from gamma.serve.errors import NotFresh
-from gamma.serve.freshness import Token
+from gamma.serve.freshness import FreshnessToken
 from gamma.serve.types import Caller
 from gamma.storage.store import Store
 
 __all__ = [
-    "CHUNK",
+    "WATCH_CHUNK",
     "KEEPALIVE",
     "POSITION_EVERY",
     "Follower",
-    "Source",
+    "FeedSource",
     "changes",
     "encode_message",
     "resume_token",
@@ -76,19 +76,19 @@ __all__ = [
 #: Seconds of silence after which the feed sends a keep-alive comment.
 KEEPALIVE = 5.0
 #: Positions decided per hop to a worker thread: a long catch-up streams as it goes.
-CHUNK = 256
+WATCH_CHUNK = 256
 #: Seconds between ``position`` messages after the first (a busy log moves every few ms).
 POSITION_EVERY = 1.0
 #: Seconds one poll of the shared poller may wait on the source before it looks again.
 POLL_SPAN = 0.25
 #: Roots of recent positions kept per source (every watcher announces the same positions).
-ROOTS_KEPT = 1024
+WATCH_ROOTS_KEPT = 1024
 
 Message = dict[str, str]
 """One SSE message: ``event``, ``id`` and ``data``, or ``comment`` (the fields of a server-sent event)."""
 
 
-class Source(Protocol):
+class FeedSource(Protocol):
     """What the feed reads from the worker's service."""
 
     @property
@@ -234,7 +234,7 @@ class _Growth:
     sets) each time the source grows; the poller stops when nobody waits. The roots of the
     positions recently announced are kept here too, read once for every watcher."""
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: FeedSource) -> None:
         self._source = source
         self.roots: OrderedDict[int, str] = OrderedDict()  # recent tokens' roots, shared
         self._grown = asyncio.Event()
@@ -280,17 +280,17 @@ class _Growth:
         grown.set()
 
 
-_GROWTH: weakref.WeakKeyDictionary[Source, _Growth] = weakref.WeakKeyDictionary()
+_GROWTH: weakref.WeakKeyDictionary[FeedSource, _Growth] = weakref.WeakKeyDictionary()
 
 
-def _growth(source: Source) -> _Growth:
+def _growth(source: FeedSource) -> _Growth:
     found = _GROWTH.get(source)
     if found is None:
         found = _GROWTH[source] = _Growth(source)
     return found
 
 
-def stop(source: Source) -> None:
+def stop(source: FeedSource) -> None:
     """End the open feeds of ``source`` (the server is shutting down): each stream closes at
     its next step, so the server does not wait for watchers until its graceful timeout."""
     found = _GROWTH.get(source)
@@ -298,13 +298,13 @@ def stop(source: Source) -> None:
         found.stop()
 
 
-def resume_token(since: str | None, last_event_id: str | None) -> Token | None:
+def resume_token(since: str | None, last_event_id: str | None) -> FreshnessToken | None:
     """The token a watch resumes from: ``Last-Event-ID`` (an EventSource reconnecting sends
     the last ``id`` it saw) over the ``since`` query parameter; None for neither (from now)."""
     if last_event_id:
-        return Token.decode(last_event_id, field="Last-Event-ID")
+        return FreshnessToken.decode(last_event_id, field="Last-Event-ID")
     if since is not None:
-        return Token.decode(since, field="since")
+        return FreshnessToken.decode(since, field="since")
     return None
 
 
@@ -316,16 +316,16 @@ def encode_message(message: Message) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-def _message(
+def _feed_message(
     event: str, position: int, store: Store, roots: OrderedDict[int, str],
     found: list[dict[str, Any]] | None, key: bytes,
 ) -> Message:  # fmt: skip
     root = roots.get(position)
     if root is None:
         root = roots[position] = store.tree_head(position).root
-        while len(roots) > ROOTS_KEPT:
+        while len(roots) > WATCH_ROOTS_KEPT:
             roots.popitem(last=False)
-    token = Token.make(key, position, root).encode()
+    token = FreshnessToken.make(key, position, root).encode()
     data: dict[str, Any] = {"token": token, "position": position}
     if found is not None:
         data["changes"] = found
@@ -333,9 +333,9 @@ def _message(
 
 
 async def watch_events(
-    source: Source,
+    source: FeedSource,
     caller: Caller,
-    since: Token | None,
+    since: FreshnessToken | None,
     *,
     wait: float = 2.0,
     keepalive: float = KEEPALIVE,
@@ -353,7 +353,7 @@ async def watch_events(
         key = source.token_key
         held = await source.wait_for_growth(len(source), 0)  # read the store as it is now
         if since is None:
-            since = Token.make(key, held, store.tree_head(held).root)
+            since = FreshnessToken.make(key, held, store.tree_head(held).root)
         if since.position > held:
             held = await source.wait_for_growth(since.position - 1, wait)
             if since.position > held:
@@ -373,7 +373,7 @@ async def watch_events(
 
 
 async def _feed(
-    source: Source, follower: Follower, store: Store, keepalive: float, key: bytes
+    source: FeedSource, follower: Follower, store: Store, keepalive: float, key: bytes
 ) -> AsyncIterator[Message]:
     """The messages after the follower's position until the source stops (``stop``); the
     store closes with the stream."""
@@ -384,19 +384,19 @@ async def _feed(
         while not growth.stopping:
             if len(source) > follower.position:
                 events = source.events_since(follower.position)
-                for start in range(0, len(events), CHUNK):
+                for start in range(0, len(events), WATCH_CHUNK):
                     if growth.stopping:  # a long catch-up ends between chunks too
                         return
-                    chunk = events[start : start + CHUNK]
+                    chunk = events[start : start + WATCH_CHUNK]
                     for position, found in await anyio.to_thread.run_sync(follower.steps, chunk):
-                        yield _message("change", position, store, growth.roots, found, key)
+                        yield _feed_message("change", position, store, growth.roots, found, key)
                         sent, quiet = position, time.monotonic()
             # through what was read: said at once the first time, then at most once a
             # POSITION_EVERY (a log that never stops growing still gets them)
             now = time.monotonic()
             due = told + POSITION_EVERY - now
             if told == -math.inf or (sent != follower.position and due <= 0):
-                yield _message("position", follower.position, store, growth.roots, None, key)
+                yield _feed_message("position", follower.position, store, growth.roots, None, key)
                 sent, quiet, told = follower.position, now, now
             elif now - quiet >= keepalive:
                 yield {"comment": "keep-alive"}

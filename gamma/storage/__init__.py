@@ -7,3 +7,7 @@ import it.
 The private modules (``_opening``, ``_keys``, ``_append``, ``_read``) are ``store``'s parts,
 imported only here in storage (a checked contract); their names are used through ``store``.
 """
+
+#: The first 16 bytes of every SQLite file: here, in the package that imports nothing, so
+#: that the CLI can tell a store from a JSONL log without importing sqlite-utils.
+SQLITE_HEADER = b"SQLite format 3\x00"

@@ -36,6 +36,7 @@ from gamma.storage.verify import ChainRow, column_problem
 
 __all__ = [
     "COLUMNS",
+    "SELECTED",
     "Appendable",
     "Parsed",
     "Pending",
@@ -53,7 +54,8 @@ __all__ = [
 
 COLUMNS = list(ChainRow._fields)
 """The events table's columns, in the order of a row from ``chain_rows``."""
-_SELECT = ", ".join(COLUMNS)
+#: The chain columns in ``ChainRow`` order, as a SELECT lists them
+SELECTED = ", ".join(COLUMNS)
 _PLACEHOLDER_TS = "1970-01-01T00:00:00Z"  # stands in for an omitted ts until the store stamps it
 _LOOKUP_CHUNK = 500
 
@@ -194,7 +196,7 @@ def new_events(
     An id reused with other content stays in the batch, so that
     validate_log reports it in line order with every other error.
     """
-    stored = _stored(db, {item.event.id for item in parsed})
+    stored = _stored_ids(db, {item.event.id for item in parsed})
     pending: list[Pending] = []
     floor = last_ts
     horizon = clock + timedelta(seconds=policy.clock_skew_seconds)
@@ -245,7 +247,7 @@ def _same(earlier: tuple[str, datetime, str | None], event: Event, canonical: st
     return compact_json(stored) == compact_json(sent) and compact_json(event.value) == value
 
 
-def _stored(db: Database, ids: set[str]) -> dict[str, tuple[str, datetime, str | None]]:
+def _stored_ids(db: Database, ids: set[str]) -> dict[str, tuple[str, datetime, str | None]]:
     """Bodies, ts and kept values of the stored events among ``ids``, in a few indexed queries."""
     found: dict[str, tuple[str, datetime, str | None]] = {}
     wanted = sorted(ids)
@@ -294,7 +296,7 @@ def check_extendable(
 def _check_tail(db: Database, path: Path, position: int, key: bytes | None) -> None:
     """The row the batch extends: its link, hash, keyed link and tree row, and its indexed
     columns against its body (ids, references and the ts order are checked by them)."""
-    row = ChainRow(*db.execute(f"SELECT {_SELECT} FROM events WHERE position = ?", [position]).fetchone())
+    row = ChainRow(*db.execute(f"SELECT {SELECTED} FROM events WHERE position = ?", [position]).fetchone())
     before = db.execute("SELECT keyed_head FROM events WHERE position = ?", [position - 1]).fetchone()
     tree = db.execute(
         "SELECT position, hashes FROM tree ORDER BY position DESC LIMIT 1"

@@ -20,12 +20,14 @@ from typing import Any
 from sqlite_utils import Database
 
 from gamma.core.terms.errors import InputError, StoreBusyError, StoreError
+from gamma.storage import SQLITE_HEADER
 from gamma.storage.migrations import LATEST, current_version, migrate
 from gamma.storage.readonly import read_only_connection
 
 __all__ = [
-    "FORMAT",
+    "BUSY_TIMEOUT",
     "SQLITE_HEADER",
+    "STORE_FORMAT",
     "claims_keyed",
     "connect",
     "create_schema",
@@ -41,8 +43,9 @@ __all__ = [
     "write",
 ]
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-FORMAT = "gamma-store"
+STORE_FORMAT = "gamma-store"
+BUSY_TIMEOUT = 10.0
+"""Seconds a command waits for another writer's lock before giving up (StoreBusyError, exit 3)."""
 
 
 # POSIX releases every fcntl lock a process holds on a file when the process closes *any*

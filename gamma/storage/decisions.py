@@ -53,12 +53,13 @@ from typing import Any, Literal, Self
 import attrs
 import orjson
 
+from gamma.core.integrity.chain import GENESIS_HEX
 from gamma.core.integrity.commitment import is_hex_digest, new_salt
 from gamma.core.resolving.render import inert
 from gamma.core.terms.canonical import canonical_bytes, canonical_text
 from gamma.core.terms.errors import InputError, IntegrityError, StoreBusyError, StoreError
 from gamma.core.terms.model import Value
-from gamma.storage._opening import hold, is_store, release
+from gamma.storage._opening import BUSY_TIMEOUT, hold, is_store, release
 from gamma.storage.readonly import read_only_connection
 
 __all__ = [
@@ -73,28 +74,24 @@ __all__ = [
     "decision_log_path",
     "entry_commitment",
     "redact_decisions",
-    "FORMAT",
+    "DECISIONS_FORMAT",
     "GENESIS_HEX",
     "TOKEN_KEY_BYTES",
     "VERSION",
     "VERSIONS",
 ]
 
-FORMAT = "gamma-decisions"
+DECISIONS_FORMAT = "gamma-decisions"
 #: The format of every new file: committed entries, redactable (issue 30).
 VERSION = "2"
 #: The formats this gamma reads and writes: 1 (the entry chained as it is) and 2.
 VERSIONS = ("1", "2")
-#: The hash before the first row: 32 zero bytes.
-GENESIS_HEX = bytes(32).hex()
 #: The length of the token key, in bytes (``decision_meta`` row ``token_key``, in hex).
 TOKEN_KEY_BYTES = 32
 _TOKEN_KEY = "token_key"
-#: Seconds a record waits for another worker's write lock before it fails (closed).
-BUSY_TIMEOUT = 10.0
 
 
-def _append_only(table: str) -> tuple[str, ...]:
+def _append_only_triggers(table: str) -> tuple[str, ...]:
     return (
         f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table} "
         f"BEGIN SELECT RAISE(ABORT, 'the decision log is append-only: UPDATE refused'); END",
@@ -115,7 +112,7 @@ _SCHEMA = (
     "CREATE TABLE decisions (seq INTEGER PRIMARY KEY, outline TEXT NOT NULL,"
     " commitment TEXT NOT NULL, hash TEXT NOT NULL)",
     _IN_ORDER,
-    *_append_only("decisions"),
+    *_append_only_triggers("decisions"),
     # the entries and their salts: deleted only by a redaction
     "CREATE TABLE decision_entries (seq INTEGER PRIMARY KEY, salt TEXT NOT NULL, entry TEXT NOT NULL)",
     "CREATE TRIGGER decision_entries_in_order BEFORE INSERT ON decision_entries "
@@ -133,14 +130,14 @@ _SCHEMA = (
     "CREATE TRIGGER applied_erasures_once BEFORE INSERT ON applied_erasures "
     "WHEN EXISTS (SELECT 1 FROM applied_erasures WHERE erase_event = NEW.erase_event) "
     "BEGIN SELECT RAISE(IGNORE); END",
-    *_append_only("applied_erasures"),
+    *_append_only_triggers("applied_erasures"),
     "CREATE TABLE redactions (seq INTEGER PRIMARY KEY, erase_event TEXT NOT NULL)",
     "CREATE TRIGGER redactions_of_entries BEFORE INSERT ON redactions "
     "WHEN NOT EXISTS (SELECT 1 FROM decision_entries WHERE seq = NEW.seq) "
     "OR EXISTS (SELECT 1 FROM redactions WHERE seq = NEW.seq) "
     "OR NOT EXISTS (SELECT 1 FROM applied_erasures WHERE erase_event = NEW.erase_event) "
     "BEGIN SELECT RAISE(ABORT, 'a redaction names a held entry and an applied erase event'); END",
-    *_append_only("redactions"),
+    *_append_only_triggers("redactions"),
 )
 
 
@@ -217,12 +214,12 @@ class DecisionEntry:
         """An entry from its JSON object; every field present and of its type (InputError)."""
         if not isinstance(obj, dict):
             raise InputError("a decision entry is a JSON object", field=field)
-        extra = sorted(set(obj) - set(_TYPES))
-        missing = sorted(set(_TYPES) - set(obj))
+        extra = sorted(set(obj) - set(_ENTRY_TYPES))
+        missing = sorted(set(_ENTRY_TYPES) - set(obj))
         if extra or missing:
             what = f"unknown {extra}" if extra else f"missing {missing}"
             raise InputError(f"a decision entry's fields: {what}", field=field)
-        for name, types in _TYPES.items():
+        for name, types in _ENTRY_TYPES.items():
             value = obj[name]
             if isinstance(value, bool) and bool not in types or not isinstance(value, types):
                 raise InputError(f"expected {' or '.join(t.__name__ for t in types)},"
@@ -232,7 +229,7 @@ class DecisionEntry:
         return cls(**obj)
 
 
-_TYPES: Mapping[str, tuple[type, ...]] = {
+_ENTRY_TYPES: Mapping[str, tuple[type, ...]] = {
     "endpoint": (str,), "caller": (str,), "actor": (dict,), "on_behalf": (dict, type(None)),
     "at": (str,), "request": (dict,), "position": (int,), "root": (str,), "token": (str,), "policy": (str,),
     "status": (int,), "response": (dict,), "reasons": (list,), "duration_ms": (float, int),
@@ -507,7 +504,7 @@ class DecisionLog:
             if before is not None and row.seq >= before:
                 return
             if row.text is not None:
-                yield row.seq, _entry(row.text, row.seq, self.path)
+                yield row.seq, _parsed_entry(row.text, row.seq, self.path)
 
     def redactions(self, *, before: int | None = None) -> list[Redaction]:
         """The redacted rows (seq before ``before`` when given), in seq order; a row whose
@@ -596,13 +593,13 @@ class DecisionLog:
         if not is_hex_digest(row.salt) or entry_commitment(str(row.salt), row.text.encode("utf-8")) != commitment:
             return "the entry and salt do not match the row's commitment"
         problem = self._entry_problem(row.seq, row.text)
-        if problem is None and Outline.of(_entry(row.text, row.seq, self.path)) != outline:
+        if problem is None and Outline.of(_parsed_entry(row.text, row.seq, self.path)) != outline:
             problem = "the outline does not match the entry"
         return problem
 
     def _entry_problem(self, seq: int, text: str) -> str | None:
         try:
-            if _entry(text, seq, self.path).canonical() != text.encode("utf-8"):
+            if _parsed_entry(text, seq, self.path).canonical() != text.encode("utf-8"):
                 return "the entry is not in canonical JSON"
         except IntegrityError as exc:
             return str(exc)
@@ -904,7 +901,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-def _entry(text: str, seq: int, path: Path) -> DecisionEntry:
+def _parsed_entry(text: str, seq: int, path: Path) -> DecisionEntry:
     """The entry a row holds; an IntegrityError naming the seq when it holds none."""
     try:
         return DecisionEntry.from_dict(orjson.loads(text))
@@ -935,7 +932,7 @@ def _create_or_check(conn: sqlite3.Connection, path: Path) -> str:
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.executemany("INSERT INTO decision_meta (name, value) VALUES (?, ?)",
-                             [("format", FORMAT), ("version", VERSION)])  # fmt: skip
+                             [("format", DECISIONS_FORMAT), ("version", VERSION)])  # fmt: skip
             version = VERSION
         else:
             version = _check_meta(conn, path)
@@ -987,7 +984,7 @@ def _check_meta(conn: sqlite3.Connection, path: Path) -> str:
         meta = dict(conn.execute("SELECT name, value FROM decision_meta").fetchall())
     except sqlite3.OperationalError:
         raise InputError("not a decision log (no decision_meta table)", source=str(path)) from None
-    if meta.get("format") != FORMAT:
+    if meta.get("format") != DECISIONS_FORMAT:
         raise InputError(f"not a decision log (format {meta.get('format')!r})", source=str(path))
     version = meta.get("version")
     if version not in VERSIONS:

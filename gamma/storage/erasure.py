@@ -150,7 +150,7 @@ def select(db: Database, selection: Selection, *, committed: bool) -> list[tuple
     selection.check()
     tenant = selection.tenant
     if selection.facts is not None:
-        return _named(db, tenant, selection.facts)
+        return _named_facts(db, tenant, selection.facts)
     if selection.key is not None:
         rows = db.execute(f"{_ROWS} WHERE e.type = 'assert' AND e.tenant = ? AND e.key = ?"
                           " ORDER BY e.position", [tenant, selection.key])
@@ -173,7 +173,7 @@ def select(db: Database, selection: Selection, *, committed: bool) -> list[tuple
     return chosen
 
 
-def _named(db: Database, tenant: str, facts: Sequence[str]) -> list[tuple[str, str]]:
+def _named_facts(db: Database, tenant: str, facts: Sequence[str]) -> list[tuple[str, str]]:
     found: list[tuple[int, str, str]] = []
     seen: set[str] = set()
     for place, fact in enumerate(facts):

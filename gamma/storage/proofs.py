@@ -10,7 +10,6 @@ an inclusion proof and the event's canonical line, or a consistency proof.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import orjson
 
 from gamma.core.integrity import merkle
-from gamma.core.integrity.commitment import chain_object
+from gamma.core.integrity.commitment import HEX_DIGEST, chain_object
 from gamma.core.integrity.merkle import (
     CompactRange,
     ConsistencyProof,
@@ -54,7 +53,6 @@ __all__ = [
     "verify_inclusion",
 ]
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @contextmanager
@@ -137,7 +135,7 @@ def prove_inclusion(
             raise InputError(
                 f"event {event!r} is leaf {index}, not in a tree of size {size}", field="size"
             )
-        return merkle.prove_inclusion(tree, index, size)
+        return merkle.inclusion_proof(tree, index, size)
 
 
 def prove_consistency(
@@ -153,7 +151,7 @@ def prove_consistency(
         second = _size(second, tree, "second")
         if not 0 <= first <= second:
             raise InputError(f"first size {first} must be between 0 and {second}", field="first")
-        return merkle.prove_consistency(tree, first, second)
+        return merkle.consistency_proof(tree, first, second)
 
 
 def _fields(obj: Any, names: tuple[str, ...], source: str | None) -> dict[str, Any]:
@@ -168,12 +166,12 @@ def _fields(obj: Any, names: tuple[str, ...], source: str | None) -> dict[str, A
         value = obj[name]
         if name == "path":
             if not isinstance(value, list) or not all(
-                isinstance(p, str) and _HEX64.fullmatch(p) for p in value
+                isinstance(p, str) and HEX_DIGEST.fullmatch(p) for p in value
             ):
                 raise ValueTypeError("expected a list of 64 lowercase hex digits", source=source,
                                      field=name)
         elif name.endswith(("root", "hash")):
-            if not isinstance(value, str) or not _HEX64.fullmatch(value):
+            if not isinstance(value, str) or not HEX_DIGEST.fullmatch(value):
                 raise ValueTypeError(f"expected 64 lowercase hex digits, got {value!r}",
                                      source=source, field=name)
         elif not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -41,6 +41,7 @@ from gamma.core.terms.model import Event
 from gamma.core.terms.policy import DEFAULT_POLICY, Policy
 from gamma.storage._append import (
     COLUMNS,
+    SELECTED,
     Appendable,
     Sealed,
     SqlIndex,
@@ -55,8 +56,9 @@ from gamma.storage._append import (
 from gamma.storage._keys import MIN_KEY_BYTES, check_key, read_key_file, writer_key
 from gamma.storage._keys import key_check as _key_check
 from gamma.storage._opening import (
-    FORMAT,
+    BUSY_TIMEOUT,
     SQLITE_HEADER,
+    STORE_FORMAT,
     connect,
     create_schema,
     hold,
@@ -118,12 +120,12 @@ __all__ = [
     "check_stored",
     "is_store",
     "read_key_file",
+    "KEY_ENV",
 ]
 
-BUSY_TIMEOUT = 10.0
-"""Seconds a command waits for another writer's lock before giving up (StoreBusyError, exit 3)."""
+#: The environment variable that holds a keyed store's chain key when no file names it.
+KEY_ENV = "GAMMA_CHAIN_KEY"
 
-_SELECT = ", ".join(COLUMNS)
 _VERIFY_CHUNK = 10_000
 
 
@@ -150,8 +152,8 @@ class Store:
         self._closed = False
         self._held: tuple[int, int] | None = None  # the file marked open (``_opening.hold``)
         self._meta = read_meta(db, path)
-        if self._meta.get("format") != FORMAT:  # it has a schema: its metadata was changed
-            raise IntegrityError(f"{path}: store_meta has no format record {FORMAT!r}: not a gamma"
+        if self._meta.get("format") != STORE_FORMAT:  # it has a schema: its metadata was changed
+            raise IntegrityError(f"{path}: store_meta has no format record {STORE_FORMAT!r}: not a gamma"
                                  " store, or its metadata was changed")
         self._policy: Policy | None = None
         self._sealed: Sealed | None = None  # the metadata this writer checked under its seal
@@ -176,7 +178,7 @@ class Store:
         refuse_nonempty(path)
         policy = policy or DEFAULT_POLICY
         meta = {
-            "format": FORMAT,
+            "format": STORE_FORMAT,
             "policy": canonical_json(policy.to_dict()),
             "policy_digest": policy.digest,
             "keyed": "true" if key is not None else "false",
@@ -494,7 +496,7 @@ class Store:
         """The rows, then the log's rules and the tree, inside the caller's snapshot: two
         passes over the events, the second in chunks (memory: the index of ids and facts)."""
         report = check_rows(
-            (ChainRow(*row) for row in self._query(f"SELECT {_SELECT} FROM events ORDER BY position")),
+            (ChainRow(*row) for row in self._query(f"SELECT {SELECTED} FROM events ORDER BY position")),
             source=str(self.path),
             lookup=SqlRowLookup(self._db),
             key=key,

@@ -28,6 +28,7 @@ __all__ = [
     "COMMITTED",
     "ERASURE_KINDS",
     "JOINED",
+    "Problem",
     "VALUES",
     "ValueCheck",
     "check_value_rows",
@@ -50,7 +51,8 @@ ERASURE_KINDS = ("value_changed", "value_deleted", "erasure_forged")
 """What ``ValueCheck`` names: a value row that does not match its commitment (or has no
 committed assert), a value gone with no erasure, an erasure no erase event backs."""
 
-_Problem = tuple[str, int | None, str | None, str]
+#: A problem a check finds: kind, position, event id, detail
+Problem = tuple[str, int | None, str | None, str]
 
 
 def is_committed(meta: Mapping[str, str]) -> bool:
@@ -104,7 +106,7 @@ class ValueCheck:
         self.erased = 0
         self.erase_events: list[str] = []
 
-    def feed(self, rows: Iterable[Sequence[Any]]) -> _Problem | None:
+    def feed(self, rows: Iterable[Sequence[Any]]) -> Problem | None:
         for position, event_id, body, salt, value, erased_fact, erase_position in rows:
             found = self._row(position, str(event_id), str(body), salt, value, erased_fact,
                               erase_position)
@@ -113,7 +115,7 @@ class ValueCheck:
         return None
 
     def _row(self, position: int, event_id: str, body: str, salt: Any, value: Any,
-             erased_fact: Any, erase_position: Any) -> _Problem | None:
+             erased_fact: Any, erase_position: Any) -> Problem | None:
         kind, fact, obj = _commitment_of(body)
         if kind == "erase":
             return self._erase(position, event_id, obj)
@@ -149,12 +151,12 @@ class ValueCheck:
                     " commitment its event carries: the value or its salt was changed")
         return None
 
-    def _forged(self, position: int, event_id: str) -> _Problem:
+    def _forged(self, position: int, event_id: str) -> Problem:
         return ("erasure_forged", position, event_id,
                 f"position {position} (event {event_id}): its erasures row names no erase event"
                 " that erased it: the erasure was forged (or the value deleted behind one)")
 
-    def _erase(self, position: int, event_id: str, obj: Any) -> _Problem | None:
+    def _erase(self, position: int, event_id: str, obj: Any) -> Problem | None:
         self.erase_events.append(event_id)
         named = obj.get("erased") if isinstance(obj, dict) else None
         named = named if isinstance(named, list) else []
@@ -173,7 +175,7 @@ class ValueCheck:
         self.erased += len(erased)
         return None
 
-    def finish(self) -> _Problem | None:
+    def finish(self) -> Problem | None:
         """Erasures whose erase event never came."""
         for position, (_, _, _, event_id) in sorted(self._pending.items()):
             return self._forged(position, event_id)
@@ -181,7 +183,7 @@ class ValueCheck:
 
 
 def check_value_rows(db: Database, check: ValueCheck, *, committed: bool,
-                     chunk: int) -> _Problem | None:
+                     chunk: int) -> Problem | None:
     """``verify``'s pass over a store's value and erasure rows (``ValueCheck``, inside the
     caller's snapshot): rows at positions with no committed assert first (in a plaintext
     store, any row), then the joined rows ``chunk`` at a time."""

@@ -27,6 +27,7 @@ import orjson
 from sqlite_utils import Database
 
 from gamma.core.integrity.chain import GENESIS, GENESIS_HEX, keyed_step, step
+from gamma.core.integrity.commitment import HEX_DIGEST
 from gamma.core.integrity.merkle import CompactRange, leaf_hash
 from gamma.core.reading.events import canonical_event
 from gamma.core.reading.logcheck import MemoryIndex
@@ -37,7 +38,7 @@ from gamma.core.terms.model import Assert, Erase
 from gamma.core.terms.policy import Policy
 from gamma.storage._read import check_stored
 from gamma.storage.migrations import ts_micros
-from gamma.storage.values import ERASURE_KINDS
+from gamma.storage.values import ERASURE_KINDS, Problem
 
 __all__ = [
     "ChainRow",
@@ -57,8 +58,6 @@ __all__ = [
 _CHAIN = frozenset({"edited", "deleted", "inserted", "reordered", "misnumbered"})
 _TAMPERED = _CHAIN | frozenset(ERASURE_KINDS) | {"invalid", "tree"}
 _POSITION = re.compile(r"position (\d+)")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_Problem = tuple[str, int | None, str | None, str]  # kind, position, event id, detail
 
 
 @attrs.frozen(kw_only=True)
@@ -202,7 +201,7 @@ def check_head(value: str | None, *, field: str) -> str | None:
     if value is None:
         return None
     head = value.strip().lower()
-    if not _HEX64.fullmatch(head):
+    if not HEX_DIGEST.fullmatch(head):
         raise InputError(f"a head is 64 hex digits, got {value!r}", field=field)
     return head
 
@@ -221,7 +220,7 @@ class _Expectations:
         if head in self.wanted and head not in self.seen:
             self.seen[head] = (position, event)
 
-    def judge(self, head: str, events: int) -> _Problem | None:
+    def judge(self, head: str, events: int) -> Problem | None:
         for wanted, exact in ((self.expect_head, True), (self.expect_prefix, False)):
             if wanted is None or (exact and wanted == head):
                 continue
@@ -263,8 +262,8 @@ def check_rows(
     expected_prev = GENESIS_HEX
     computed = GENESIS
     keyed = GENESIS
-    problem: _Problem | None = None
-    keyed_problem: _Problem | None = None
+    problem: Problem | None = None
+    keyed_problem: Problem | None = None
     expectations = _Expectations(expect_head, expect_prefix)
     count = 0
     previous: ChainRow | None = None
@@ -322,7 +321,7 @@ class TreeCheck:
         self._compact = CompactRange()
         self._stored = iter(stored)
 
-    def feed(self, position: int, event_id: str, body: str) -> _Problem | None:
+    def feed(self, position: int, event_id: str, body: str) -> Problem | None:
         expected = b"".join(self._compact.append(leaf_hash(body.encode("utf-8"))))
         row = next(self._stored, None)
         if row is None or row[0] != position or bytes(row[1]) != expected:
@@ -337,7 +336,7 @@ class TreeCheck:
             )
         return None
 
-    def finish(self) -> _Problem | None:
+    def finish(self) -> Problem | None:
         extra = next(self._stored, None)
         if extra is not None:
             return ("tree", int(extra[0]), None, f"tree row {extra[0]} has no event: the tree was changed")
@@ -355,7 +354,7 @@ class LogCheck:
         self._since = 0
         self._prev = GENESIS_HEX
 
-    def feed(self, rows: Sequence[tuple[int, str, str, str]]) -> _Problem | None:
+    def feed(self, rows: Sequence[tuple[int, str, str, str]]) -> Problem | None:
         try:
             events, heads = check_stored(
                 rows, since=self._since, prev=self._prev, index=self._index, source=self._source
@@ -375,7 +374,7 @@ class LogCheck:
 
 
 def _report(
-    source: str, found: _Problem | None, count: int, head: str, keyed_head: str | None
+    source: str, found: Problem | None, count: int, head: str, keyed_head: str | None
 ) -> VerifyReport:
     """The report of a finished pass: ok, or the first problem found."""
     kind, position, event, detail = found if found else (None, None, None, None)
@@ -393,7 +392,7 @@ def _report(
     )
 
 
-def _keyed_problem(row: ChainRow, keyed_hex: str) -> _Problem | None:
+def _keyed_problem(row: ChainRow, keyed_hex: str) -> Problem | None:
     if row.keyed_head is None:
         return (
             "not_keyed",
@@ -418,7 +417,7 @@ def _keyed_problem(row: ChainRow, keyed_hex: str) -> _Problem | None:
     return None
 
 
-def _classify_link(row: ChainRow, previous: ChainRow | None, lookup: RowLookup) -> _Problem:
+def _classify_link(row: ChainRow, previous: ChainRow | None, lookup: RowLookup) -> Problem:
     """Tell a deletion, an insertion and a reordering apart from where the link points."""
     pos, event = row.position, _event_id(row)
     expected_prev = GENESIS_HEX if previous is None else previous.head
@@ -474,7 +473,7 @@ def _classify_link(row: ChainRow, previous: ChainRow | None, lookup: RowLookup) 
     )
 
 
-def column_problem(row: ChainRow) -> _Problem | None:
+def column_problem(row: ChainRow) -> Problem | None:
     """The lookup columns must say what the body says (appends trust them; the body is read
     with orjson, a decoder bounded in depth)."""
     try:

@@ -8,7 +8,8 @@ of actors, every computed fact's own codes (phases 1-3, per key), its final code
 and origins (phase 4, per fact), its record in the resolution, each key's known
 unknown and each experience's verdict. The engine tells it which keys changed
 (``invalidate``); ``ensure`` recomputes only those keys and the dependents of the
-facts whose own codes moved, and computes keys never asked before on demand,
+facts whose own codes moved, as far as their inputs moved (``_moved_region``), and
+computes keys never asked before on demand,
 each with its dependency ancestors' keys. Every unit is the one the pure
 resolver runs (``gamma.core.resolving.phases``), so the results are the same bytes.
 """
@@ -16,6 +17,7 @@ resolver runs (``gamma.core.resolving.phases``), so the results are the same byt
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
@@ -254,7 +256,7 @@ def _class_codes(fact: FactRecord, own: Codes, access: Access, policy: Policy) -
 
 def _replaced_by(codes: Codes) -> str | None:
     """The fact an experience's replacement walk goes to from a fact with ``codes``."""
-    if not codes or not set(codes) <= SUBSTITUTING_CODES:
+    if not codes or not codes.keys() <= SUBSTITUTING_CODES:
         return None
     for code in ("superseded", "outranked", "overridden"):
         if code in codes and codes[code].facts:
@@ -475,7 +477,10 @@ class Derived:
                     self.ignored_table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
             self.done.add(key)
             self.dirty.discard(key)
-        self._inherit(fold, self._descendants(fold, moved))
+        if self.policy.dependency_mode == "recompute" and index.derivations:
+            self._inherit(fold, self._descendants(fold, moved))
+        else:
+            self._inherit(fold, self._moved_region(fold, moved))
 
     def _long_key(
         self, key: str, records: list[FactRecord], actor: Actor, at: datetime, access: Access
@@ -536,12 +541,47 @@ class Derived:
                     todo.append(dependent)
         return sorted(found, key=self.index.order_of.__getitem__)
 
-    def _inherit(self, fold: FoldState, region: list[str]) -> None:
-        """Phase 4 over ``region`` (log order), then the records of every fact that changed."""
+    def _moved_region(self, fold: FoldState, moved: list[str]) -> Iterator[str]:
+        """``moved`` and the computed facts whose phase 4 may differ for it, in log order; the
+        walk stops at a fact whose inputs did not move (no derivation to recompute).
+
+        ``inherit`` reads of a fact only its own codes, its direct dependencies' origins and
+        the own codes of those origins. So a dependent is walked only when the fact it
+        depends on has moved own codes, has origins other than before this call, or has an
+        origin whose own codes moved (a moved ancestor it passes on): otherwise none of the
+        dependent's inputs moved, nor (by the same rule) those of anything past it, and its
+        codes, origins and record stay as they are. Each fact is yielded before the caller
+        stores its new origins, so they are compared with the old ones after it resumes."""
+        order_of = self.index.order_of
+        own_moved = set(moved)
+        heap = [(order_of[f], f) for f in own_moved]
+        heapq.heapify(heap)
+        queued = set(own_moved)
+        while heap:
+            fact_id = heapq.heappop(heap)[1]
+            before = self.origins.get(fact_id)
+            yield fact_id
+            after = self.origins.get(fact_id)
+            if (
+                fact_id not in own_moved
+                and after == before
+                and not (after is not None and any(o in own_moved for o in after if o is not None))
+            ):
+                continue  # nothing a dependent reads of it moved
+            for dependent in self.index.dependents.get(fact_id, ()):
+                if dependent not in queued and dependent in self.own and dependent in fold.facts:
+                    queued.add(dependent)
+                    heapq.heappush(heap, (order_of[dependent], dependent))
+
+    def _inherit(self, fold: FoldState, region: Iterable[str]) -> None:
+        """Phase 4 over ``region`` (log order; a list when derivations are recomputed, else
+        possibly the lazy ``_moved_region``), then the records of every fact that changed."""
         flag = self.policy.dependency_mode == "flag"
         recompute = self.policy.dependency_mode == "recompute"
         cycles: dict[str, int] = {}
-        if recompute and any(fold.facts[f].event.derivation is not None for f in region):
+        if isinstance(region, list) and recompute and any(
+            fold.facts[f].event.derivation is not None for f in region
+        ):
             region = self._dependency_order(fold, region, cycles)
         changed: list[str] = []
         for fact_id in region:

@@ -20,6 +20,7 @@ FACE: dict[str, tuple[str, ...]] = {
         "step_bytes",
     ),
     "commitment": (
+        "HEX_DIGEST",
         "chain_object",
         "commit",
         "erased_copy",
@@ -35,14 +36,13 @@ FACE: dict[str, tuple[str, ...]] = {
         "SubtreeHashes",
         "TreeBuilder",
         "TreeHead",
-        
+        "consistency_proof",
+        "inclusion_proof",
         "leaf_hash",
         "perfect_nodes",
-        "prove_consistency",
-        "prove_inclusion",
         "subtree_hash",
         "tree_head_of",
-        "verify_consistency",
-        "verify_inclusion",
+        "verify_consistency_path",
+        "verify_inclusion_path",
     ),
 }

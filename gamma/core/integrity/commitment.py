@@ -13,6 +13,7 @@ commitment alone confirms no guess of the value (the salt is as hard to guess as
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from typing import Any
 
@@ -22,11 +23,14 @@ from gamma.core.terms.canonical import canonical_json
 from gamma.core.terms.model import Assert, Value
 
 __all__ = [
-    "SALT_BYTES", "new_salt", "commit", "is_hex_digest", "chain_object", "erased_copy",
+    "SALT_BYTES", "HEX_DIGEST", "new_salt", "commit", "is_hex_digest", "chain_object", "erased_copy",
     "COMMITTED_FIELDS",
 ]  # fmt: skip
 
 SALT_BYTES = 32
+
+#: 64 lowercase hex digits: how gamma writes a SHA-256 (a head, a root, a salt, a commitment)
+HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 #: the fields of an assert that a committed store keeps beside the chain, not in it
 COMMITTED_FIELDS = ("value", "salt")
@@ -40,11 +44,7 @@ def new_salt() -> str:
 
 def is_hex_digest(text: object) -> bool:
     """Whether ``text`` is 64 lowercase hex digits (a salt or a commitment)."""
-    return (
-        isinstance(text, str)
-        and len(text) == 64
-        and all(char in "0123456789abcdef" for char in text)
-    )
+    return isinstance(text, str) and HEX_DIGEST.fullmatch(text) is not None
 
 
 def commit(salt: str, value: Value) -> str:

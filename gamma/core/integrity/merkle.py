@@ -25,26 +25,26 @@ from typing import Any, Protocol
 import attrs
 
 __all__ = [
-    "EMPTY_ROOT",
     "CompactRange",
     "ConsistencyProof",
+    "EMPTY_ROOT",
     "InclusionProof",
     "MemoryTree",
     "SubtreeHashes",
     "TreeBuilder",
     "TreeHead",
-    "tree_head_of",
     "consistency_path",
+    "consistency_proof",
     "inclusion_path",
+    "inclusion_proof",
     "leaf_hash",
     "node_hash",
     "perfect_nodes",
-    "prove_consistency",
-    "prove_inclusion",
     "root_of",
     "subtree_hash",
-    "verify_consistency",
-    "verify_inclusion",
+    "tree_head_of",
+    "verify_consistency_path",
+    "verify_inclusion_path",
 ]
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -255,7 +255,7 @@ def consistency_path(tree: SubtreeHashes, first: int, second: int) -> list[bytes
     return path
 
 
-def verify_inclusion(
+def verify_inclusion_path(
     leaf: bytes, index: int, size: int, path: Sequence[bytes], root: bytes
 ) -> bool:
     """RFC 9162 §2.1.3.2: whether ``path`` shows leaf hash ``leaf`` at ``index`` under ``root``."""
@@ -278,7 +278,7 @@ def verify_inclusion(
     return sn == 0 and r == root
 
 
-def verify_consistency(
+def verify_consistency_path(
     first: int, second: int, first_root: bytes, second_root: bytes, path: Sequence[bytes]
 ) -> bool:
     """RFC 9162 §2.1.4.2: whether ``path`` shows the tree of ``second`` extends that of ``first``."""
@@ -374,7 +374,7 @@ class InclusionProof:
             return False
         if leaf is not None and leaf_hash(leaf) != claimed:
             return False
-        return verify_inclusion(claimed, self.leaf_index, self.tree_size, path, root)
+        return verify_inclusion_path(claimed, self.leaf_index, self.tree_size, path, root)
 
 
 @attrs.frozen(kw_only=True)
@@ -403,10 +403,10 @@ class ConsistencyProof:
             second_root = bytes.fromhex(self.second_root)
         except ValueError:
             return False
-        return verify_consistency(self.first, self.second, first_root, second_root, path)
+        return verify_consistency_path(self.first, self.second, first_root, second_root, path)
 
 
-def prove_inclusion(tree: SubtreeHashes, index: int, size: int) -> InclusionProof:
+def inclusion_proof(tree: SubtreeHashes, index: int, size: int) -> InclusionProof:
     """The inclusion proof of leaf ``index`` in the tree of the first ``size`` leaves."""
     path = inclusion_path(tree, index, size)
     return InclusionProof(
@@ -418,7 +418,7 @@ def prove_inclusion(tree: SubtreeHashes, index: int, size: int) -> InclusionProo
     )
 
 
-def prove_consistency(tree: SubtreeHashes, first: int, second: int) -> ConsistencyProof:
+def consistency_proof(tree: SubtreeHashes, first: int, second: int) -> ConsistencyProof:
     """The proof that the tree of ``second`` leaves extends the tree of ``first`` leaves."""
     path = consistency_path(tree, first, second)
     return ConsistencyProof(

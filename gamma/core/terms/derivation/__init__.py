@@ -35,14 +35,14 @@ from gamma.core.terms.derivation._tree import (
     Boolean,
     Call,
     Compare,
+    ExprNode,
+    ExprStep,
     Logic,
     Negate,
-    Node,
     Not,
-    Number,
+    NumberLiteral,
     Reference,
     Round,
-    Step,
     Text,
     node_text,
     references,
@@ -65,14 +65,14 @@ __all__ = [
     "MAX_NESTING",
     "MAX_DIGITS",
     "SCALE",
-    "Node",
-    "Number",
+    "ExprNode",
+    "NumberLiteral",
     "Text",
     "Boolean",
     "Reference",
     "Negate",
     "Not",
-    "Step",
+    "ExprStep",
     "Arithmetic",
     "Compare",
     "Logic",
@@ -87,7 +87,7 @@ class Derivation:
     refers to, sorted by code point). Two derivations are equal when their trees are."""
 
     text: str = attrs.field(eq=False)
-    tree: Node
+    tree: ExprNode
     inputs: tuple[str, ...] = attrs.field(eq=False)
 
 

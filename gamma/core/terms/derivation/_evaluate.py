@@ -26,11 +26,11 @@ from gamma.core.terms.derivation._tree import (
     Boolean,
     Call,
     Compare,
+    ExprNode,
     Logic,
     Negate,
-    Node,
     Not,
-    Number,
+    NumberLiteral,
     Reference,
     Round,
     Text,
@@ -123,9 +123,9 @@ def _read_value(raw: object, what: str, column: int) -> _Inner:
 class _Evaluation:
     values: Mapping[str, object]
 
-    def value(self, node: Node) -> _Inner:
+    def value(self, node: ExprNode) -> _Inner:
         match node:
-            case Number(value=number):
+            case NumberLiteral(value=number):
                 return number
             case Text(value=text, column=column):
                 return _read_value(text, "text", column)
@@ -166,13 +166,13 @@ class _Evaluation:
                 )
         raise AssertionError(node)  # pragma: no cover - the match is exhaustive
 
-    def number(self, node: Node, op: str, column: int) -> Decimal:
+    def number(self, node: ExprNode, op: str, column: int) -> Decimal:
         value = self.value(node)
         if not isinstance(value, Decimal):
             raise _fail(TYPE_MISMATCH, column, f"{op!r} takes numbers, found {_kind(value)}")
         return value
 
-    def boolean(self, node: Node, op: str, column: int) -> bool:
+    def boolean(self, node: ExprNode, op: str, column: int) -> bool:
         value = self.value(node)
         if not isinstance(value, bool):
             raise _fail(TYPE_MISMATCH, column, f"{op!r} takes booleans, found {_kind(value)}")
@@ -214,7 +214,7 @@ def _compare(left: _Inner, op: str, right: _Inner, column: int) -> bool:
     return left >= right
 
 
-def evaluate_tree(tree: Node, values: Mapping[str, object]) -> Value | Failure:
+def evaluate_tree(tree: ExprNode, values: Mapping[str, object]) -> Value | Failure:
     """The fact value of ``tree`` over ``values``, or the Failure that stopped it.
 
     Runs under the derivation's own decimal context, so the caller's global context (its

@@ -20,14 +20,14 @@ from gamma.core.terms.derivation._tree import (
     Boolean,
     Call,
     Compare,
+    ExprNode,
+    ExprStep,
     Logic,
     Negate,
-    Node,
     Not,
-    Number,
+    NumberLiteral,
     Reference,
     Round,
-    Step,
     Text,
     node_text,
 )
@@ -267,7 +267,7 @@ class _Parser:
                 limit=True,
             )
 
-    def whole(self) -> Node:
+    def whole(self) -> ExprNode:
         node = self._or()
         if self._next.kind != "end":
             raise _error(self._next.column, self._next.written, f"unexpected {_shown(self._next)}")
@@ -277,23 +277,23 @@ class _Parser:
         self,
         ops: tuple[str, ...],
         node: type[Logic] | type[Arithmetic],
-        operand: Callable[[], Node],
-    ) -> Node:
+        operand: Callable[[], ExprNode],
+    ) -> ExprNode:
         """A left-to-right chain of one binding level, built in a loop into one flat node."""
         first = operand()
-        steps: list[Step] = []
+        steps: list[ExprStep] = []
         while self._is(*ops):
             token = self._take()
-            steps.append(Step(token.value, operand(), column=token.column))
+            steps.append(ExprStep(token.value, operand(), column=token.column))
         return node(first, tuple(steps)) if steps else first
 
-    def _or(self) -> Node:
+    def _or(self) -> ExprNode:
         return self._chain(("or",), Logic, self._and)
 
-    def _and(self) -> Node:
+    def _and(self) -> ExprNode:
         return self._chain(("and",), Logic, self._not)
 
-    def _not(self) -> Node:
+    def _not(self) -> ExprNode:
         if not self._is("not"):
             return self._comparison()
         token = self._take()
@@ -302,7 +302,7 @@ class _Parser:
         self._depth -= 1
         return Not(operand, column=token.column)
 
-    def _comparison(self) -> Node:
+    def _comparison(self) -> ExprNode:
         left = self._additive()
         if not (self._next.kind == "operator" and self._next.value in _COMPARISONS):
             return left
@@ -317,13 +317,13 @@ class _Parser:
             )
         return Compare(token.value, left, right, column=token.column)
 
-    def _additive(self) -> Node:
+    def _additive(self) -> ExprNode:
         return self._chain(("+", "-"), Arithmetic, self._multiplicative)
 
-    def _multiplicative(self) -> Node:
+    def _multiplicative(self) -> ExprNode:
         return self._chain(("*", "/"), Arithmetic, self._unary)
 
-    def _unary(self) -> Node:
+    def _unary(self) -> ExprNode:
         if not self._is("-"):
             return self._primary()
         token = self._take()
@@ -332,14 +332,14 @@ class _Parser:
         self._depth -= 1
         return Negate(operand, column=token.column)
 
-    def _primary(self) -> Node:
+    def _primary(self) -> ExprNode:
         token = self._take()
         if token.kind in ("number", "percent"):
             shape = _NUMBER.match(token.written)
             assert shape is not None  # checked by the tokenizer
             value = read_number("", shape.group(1), shape.group(2) or "", token.kind == "percent")
             assert value is not None  # checked by the tokenizer
-            return Number(value, token.kind == "percent", column=token.column)
+            return NumberLiteral(value, token.kind == "percent", column=token.column)
         if token.kind == "text":
             return Text(token.value, column=token.column)
         if token.kind == "reference":
@@ -363,7 +363,7 @@ class _Parser:
             return node
         raise _error(token.column, token.written, f"unexpected {_shown(token)}")
 
-    def _call(self, name: _Token) -> Node:
+    def _call(self, name: _Token) -> ExprNode:
         self._expect("(")
         self._enter(name)
         args = [self._or()]
@@ -382,7 +382,7 @@ class _Parser:
         if function == "round":
             places = args[1]
             if not (
-                isinstance(places, Number)
+                isinstance(places, NumberLiteral)
                 and not places.percent
                 and places.value == places.value.to_integral_value()
                 and 0 <= places.value <= SCALE
@@ -397,6 +397,6 @@ class _Parser:
         return Call(function, tuple(args), column=name.column)
 
 
-def parse_tree(text: str) -> Node:
+def parse_tree(text: str) -> ExprNode:
     """The tree of ``text``, or a ``DerivationError`` naming the column and the token."""
     return _Parser(tokens(text)).whole()

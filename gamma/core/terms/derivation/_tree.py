@@ -13,19 +13,19 @@ import attrs
 from gamma.core.terms.derivation._numbers import decimal_text
 
 __all__ = [
-    "Number",
+    "NumberLiteral",
     "Text",
     "Boolean",
     "Reference",
     "Negate",
     "Not",
-    "Step",
+    "ExprStep",
     "Arithmetic",
     "Compare",
     "Logic",
     "Call",
     "Round",
-    "Node",
+    "ExprNode",
     "precedence",
     "node_text",
     "references",
@@ -35,7 +35,7 @@ _COLUMN = attrs.field(eq=False, kw_only=True, default=0)
 
 
 @attrs.frozen
-class Number:
+class NumberLiteral:
     """A number literal; ``percent`` when written with ``%`` (``value`` is then divided by 100)."""
 
     value: Decimal
@@ -71,7 +71,7 @@ class Reference:
 class Negate:
     """Unary minus."""
 
-    operand: Node
+    operand: ExprNode
     column: int = _COLUMN
 
 
@@ -79,16 +79,16 @@ class Negate:
 class Not:
     """Boolean negation."""
 
-    operand: Node
+    operand: ExprNode
     column: int = _COLUMN
 
 
 @attrs.frozen
-class Step:
+class ExprStep:
     """One operator of a chain and the operand it applies to the value so far."""
 
     op: str
-    operand: Node
+    operand: ExprNode
     column: int = _COLUMN
 
 
@@ -96,8 +96,8 @@ class Step:
 class Arithmetic:
     """A left-to-right chain of ``+ -`` or of ``* /``: flat, so a long sum stays shallow."""
 
-    first: Node
-    steps: tuple[Step, ...]
+    first: ExprNode
+    steps: tuple[ExprStep, ...]
 
 
 @attrs.frozen
@@ -105,8 +105,8 @@ class Compare:
     """One comparison; comparisons do not chain."""
 
     op: str
-    left: Node
-    right: Node
+    left: ExprNode
+    right: ExprNode
     column: int = _COLUMN
 
 
@@ -114,8 +114,8 @@ class Compare:
 class Logic:
     """A left-to-right chain of ``and`` or of ``or``, evaluated short-circuit."""
 
-    first: Node
-    steps: tuple[Step, ...]
+    first: ExprNode
+    steps: tuple[ExprStep, ...]
 
 
 @attrs.frozen
@@ -123,7 +123,7 @@ class Call:
     """``min``, ``max`` (two or more numbers) or ``if(condition, then, else)``."""
 
     function: str
-    args: tuple[Node, ...]
+    args: tuple[ExprNode, ...]
     column: int = _COLUMN
 
 
@@ -131,20 +131,20 @@ class Call:
 class Round:
     """``round(x, places)``: half-even to ``places`` (a whole literal from 0 to 18) digits."""
 
-    operand: Node
+    operand: ExprNode
     places: int
     column: int = _COLUMN
 
 
-Node = (
-    Number | Text | Boolean | Reference | Negate | Not | Arithmetic | Compare | Logic | Call | Round
+ExprNode = (
+    NumberLiteral | Text | Boolean | Reference | Negate | Not | Arithmetic | Compare | Logic | Call | Round
 )
 
 _ESCAPED_TEXT = str.maketrans({"\\": "\\\\", '"': '\\"'})
 _ESCAPED_NAME = str.maketrans({"\\": "\\\\", "{": "\\{", "}": "\\}"})
 
 
-def precedence(node: Node) -> int:
+def precedence(node: ExprNode) -> int:
     """Binding strength, loosest first: or, and, not, comparison, + -, * /, unary -, atom."""
     if isinstance(node, Logic):
         return 1 if node.steps[0].op == "or" else 2
@@ -159,14 +159,14 @@ def precedence(node: Node) -> int:
     return 8
 
 
-def node_text(node: Node) -> str:
+def node_text(node: ExprNode) -> str:
     """Canonical text: single spaces around binary operators, parentheses only where the tree
     needs them, numbers in plain decimal. It parses back to the same tree. Call it under the
     derivation's decimal context (a percent is multiplied back by 100)."""
     match node:
-        case Number(value=value, percent=True):
+        case NumberLiteral(value=value, percent=True):
             return decimal_text(value.scaleb(2)) + "%"
-        case Number(value=value):
+        case NumberLiteral(value=value):
             return decimal_text(value)
         case Text(value=value):
             return '"' + value.translate(_ESCAPED_TEXT) + '"'
@@ -192,12 +192,12 @@ def node_text(node: Node) -> str:
     raise AssertionError(node)  # pragma: no cover - the match is exhaustive
 
 
-def _wrapped(node: Node, at_least: int) -> str:
+def _wrapped(node: ExprNode, at_least: int) -> str:
     text = node_text(node)
     return text if precedence(node) >= at_least else f"({text})"
 
 
-def references(node: Node) -> set[str]:
+def references(node: ExprNode) -> set[str]:
     """The input names ``node`` refers to."""
     match node:
         case Reference(name=name):
