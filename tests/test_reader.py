@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import logs, malformed_logs
+from test_rooms import top_level_definitions
 
 from gamma.core.integrity.chain import head_of
 from gamma.core.integrity.commitment import commit
@@ -267,16 +268,6 @@ def test_verify_reads_a_file_with_an_erase(tmp_path: Path) -> None:
     assert report.ok and report.events == 2 and report.erase_events == ("e2",)
 
 
-def _top_level_names(tree: ast.Module) -> Iterator[tuple[str, ast.stmt]]:
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            yield node.name, node
-        elif isinstance(node, ast.Assign):
-            yield from ((t.id, node) for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            yield node.target.id, node
-
-
 def test_no_object_setattr_outside_the_owning_class() -> None:
     """Issue 27: a frozen object's slot is written only by a method of its own class, on
     ``self`` (the events' canonical text through ``keep_canonical``), never by a parser."""
@@ -316,7 +307,7 @@ def test_the_ignored_codes_and_the_folds_records_are_named_once() -> None:
     codes: list[str] = []
     for path in sorted(root.rglob("*.py")):
         module = str(path.relative_to(root.parent))
-        for name, node in _top_level_names(ast.parse(path.read_text(encoding="utf-8"))):
+        for name, node in top_level_definitions(ast.parse(path.read_text(encoding="utf-8"))):
             where.setdefault(name, []).append(module)
             value = getattr(node, "value", None)
             if isinstance(value, ast.Constant) and value.value in (
