@@ -14,11 +14,14 @@ Shapes: ``one`` (the synth log; the probe tenant ``acme`` holds about half of
 it, as in benchmarks/resolve.py) and ``many`` (1,000 tenants of about equal
 size: 1,000 small synth logs, each folded into one tenant, interleaved by ts).
 
-Figures are wall-clock milliseconds (``perf_counter``), p50 and p99 over the
-turns (the first turn's resolve computes the probe actor's class afresh: the
-engine keeps the phases per actor class, so later turns pay what the appends
-touched); peak RSS is ``ru_maxrss`` of the per-run process. JSON goes to
-``--out`` (default stdout)::
+Figures are wall-clock milliseconds (``perf_counter``), p50 and p99 over
+the turns (``--turns``, default 200; the probe actor's class is computed once before
+them, untimed, as a host's engine has it: a class's first call is ``--first-call``'s);
+``whole_turn_ms`` adds the check of 20 facts to append, resolve and render (the issue's
+turn). ``engine_rss_mib`` is ``ru_maxrss`` of the run's process after the turns, before
+the pure path runs in it; ``pure_rss_mib`` that of a process of its own that holds the same
+lines, parses them and resolves once (``rss_over_pure``: the first over the second; both
+hold the log's lines as text). JSON goes to ``--out`` (default stdout)::
 
     python benchmarks/engine.py --sizes 10000,100000 --out engine.json
 
@@ -114,8 +117,11 @@ def run_one(n: int, shape: str, turns: int, pure_runs: int) -> dict[str, Any]:
     for start in range(0, len(lines) - held, 10_000):
         engine.append(lines[start : min(start + 10_000, len(lines) - held)])
     load_s = time.perf_counter() - t0
+    first = engine.resolve(actor, at)  # the class computed, as a host's engine has it
+    first.render("context")
+    engine.check(actor, at, [x.fact for x in first.excluded][:20])
     gc.collect()
-    append_ms, resolve_ms, render_ms, turn_ms, check_ms = [], [], [], [], []
+    append_ms, resolve_ms, render_ms, turn_ms, check_ms, whole_ms = [], [], [], [], [], []
     rest = lines[len(lines) - held :]
     for turn in range(turns):
         a = time.perf_counter()
@@ -133,6 +139,8 @@ def run_one(n: int, shape: str, turns: int, pure_runs: int) -> dict[str, Any]:
         e = time.perf_counter()
         engine.check(actor, at, facts)
         check_ms.append((time.perf_counter() - e) * 1e3)
+        whole_ms.append(turn_ms[-1] + check_ms[-1])
+    engine_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     # The pure path folds the log as the reader gives it (a ParsedLog, parsed once, untimed):
     # engine.events is a plain tuple, which gamma.resolve would first re-validate event by event.
     events = gamma.parse_events(lines, policy=engine.policy)
@@ -157,10 +165,22 @@ def run_one(n: int, shape: str, turns: int, pure_runs: int) -> dict[str, Any]:
         "render_ms": _stats(render_ms),
         "turn_ms": turn,
         "check20_ms": _stats(check_ms),
+        "whole_turn_ms": _stats(whole_ms),
         "pure_turn_ms": pure,
         "speedup_p50": round(pure["p50"] / turn["p50"], 1),
+        "engine_rss_mib": round(engine_rss, 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def pure_rss(n: int, shape: str) -> dict[str, Any]:
+    """Peak RSS of the pure path alone: the same lines held, parsed, resolved once."""
+    import gamma  # the benchmark's subject
+
+    lines, actor = shape_lines(n, shape)
+    events = gamma.parse_events(lines)
+    gamma.resolve(events, actor, synth.probe_time(n)).render("context")
+    return {"pure_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
 def first_call(n: int, pure_runs: int) -> dict[str, Any]:
@@ -220,15 +240,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--shapes", default="one,many")
-    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--pure-runs", type=int, default=3)
     parser.add_argument("--out", default=None)
     parser.add_argument("--first-call", action="store_true", help="the first call of new classes")
+    parser.add_argument("--no-pure-rss", action="store_true", help="skip the pure path's RSS")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # n:shape, in the child
+    parser.add_argument("--pure-rss", action="store_true", help=argparse.SUPPRESS)  # the child
     args = parser.parse_args(argv)
     if args.one:
         n, shape = args.one.split(":")
-        if shape == "first":
+        if args.pure_rss:
+            print(json.dumps(pure_rss(int(n), shape)))
+        elif shape == "first":
             print(json.dumps(first_call(int(n), args.pure_runs)))
         else:
             print(json.dumps(run_one(int(n), shape, args.turns, args.pure_runs)))
@@ -241,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
                      "--turns", str(args.turns), "--pure-runs", str(args.pure_runs)]
             done = subprocess.run(child, check=True, capture_output=True, text=True)
             results.append(json.loads(done.stdout))
+            if shape != "first" and not args.no_pure_rss:
+                done = subprocess.run([*child[:4], "--pure-rss"], check=True,
+                                      capture_output=True, text=True)  # fmt: skip
+                results[-1].update(json.loads(done.stdout))
+                results[-1]["rss_over_pure"] = round(
+                    results[-1]["engine_rss_mib"] / results[-1]["pure_rss_mib"], 2
+                )
             print(json.dumps(results[-1]), file=sys.stderr)
     report = {
         "python": platform.python_version(),

@@ -88,6 +88,46 @@ class EngineRenderMachine(RuleBasedStateMachine):
             assert _context(got, []) == _context(expected, [])
 
 
+    @invariant()
+    def the_kept_state_agrees_with_itself(self) -> None:
+        """What the shortcuts of a turn rely on (issue 28): a class's ``admitted`` and
+        ``excluded`` tables hold a fact as its record in ``decided`` is (``Derived._record``
+        removes a record from the other table only when it changes side), and the view of a
+        tenant's pending effects kept across turns (``TenantFold.view_at``) holds the records,
+        ignored entries and pending effects of folding the tenant afresh up to its ``at``."""
+        if not hasattr(self, "engine"):
+            return
+        for derived in self.engine._classes.values():
+            decided = derived.decided
+            assert {a.fact for a in derived.admitted.values()} == {
+                f for f, r in decided.items() if isinstance(r, gamma.Admitted)
+            }
+            assert {x.fact for x in derived.excluded.values()} == {
+                f for f, r in decided.items() if isinstance(r, gamma.Excluded)
+            }
+        for tenant, kept in self.engine._tenants.items():
+            overlay = kept.overlay
+            if overlay is None or kept.overlay_seen[0] != kept.version:
+                continue
+            view = overlay.fold
+            fresh, _ = self.engine._fresh(tenant, overlay.at)
+            assert view.ignored == fresh.ignored and view.pending == fresh.pending
+            assert [f.id for f in view.order] == [f.id for f in fresh.order]
+            for record, mine in zip(fresh.order, view.order, strict=True):
+                assert view.facts[record.id] is mine
+                assert _fields(mine) == _fields(record), record.id
+
+
+def _fields(record: Any) -> tuple[Any, ...]:
+    """A fold's record of a fact, its superseding fact by id."""
+    by = record.superseded_by
+    return (
+        record.event, record.commit_pos, record.commit_event, record.retracted_by,
+        record.retract_reason, None if by is None else by.id, record.superseding_event,
+        record.erased_by, record.rank, record.scope,
+    )  # fmt: skip
+
+
 EngineRenderMachine.TestCase.settings = settings(
     max_examples=min(settings().max_examples, 60),
     stateful_step_count=min(12, settings().stateful_step_count),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
@@ -65,6 +66,7 @@ __all__ = ["Derived", "Table", "TenantIndex", "actor_class"]
 
 K = TypeVar("K", str, tuple[str, int], tuple[str, str, str])
 V = TypeVar("V")
+_moving_key = operator.itemgetter(0)  # a pending change's key (``Table._flush``)
 
 
 class Table(Generic[K, V]):
@@ -106,25 +108,26 @@ class Table(Generic[K, V]):
         if len(pending) > 32 and len(pending) * 2 > len(keys):
             self._merge(pending)
             return
-        # a value replaced in place keeps the order: only entries coming or going move others
-        moving: dict[K, V | None] = {}
+        # a value replaced in place keeps the order: only entries coming or going move others.
+        # Each is bisected once: applied from the greatest key down, an insertion or removal
+        # moves only entries at or after its place, never the place of a smaller key.
+        moving: list[tuple[K, int, V | None]] = []
         for key, value in pending.items():
             i = bisect.bisect_left(keys, key)
-            if i < len(keys) and keys[i] == key and value is not None:
-                values[i] = value
-            else:
-                moving[key] = value
+            if i < len(keys) and keys[i] == key:
+                if value is None:
+                    moving.append((key, i, None))
+                else:
+                    values[i] = value
+            elif value is not None:  # (removing what is not there: nothing to do)
+                moving.append((key, i, value))
         if len(moving) > 32 and len(moving) * 16 > len(keys):
-            self._merge(moving)
+            self._merge({key: value for key, _, value in moving})
             return
-        for key, value in moving.items():
-            i = bisect.bisect_left(keys, key)
-            found = i < len(keys) and keys[i] == key
+        moving.sort(key=_moving_key, reverse=True)
+        for key, i, value in moving:
             if value is None:
-                if found:
-                    del keys[i], values[i]
-            elif found:
-                values[i] = value
+                del keys[i], values[i]
             else:
                 keys.insert(i, key)
                 values.insert(i, value)
@@ -499,7 +502,7 @@ class Derived:
 
         found = own_codes(records, actor, at, self.policy, access, unchanged)
         for fact_id, codes in found.items():
-            if any(code not in _CANDIDATE_CODES for code in codes):
+            if not codes.keys() <= _CANDIDATE_CODES:  # a code of its own record or scope
                 inputs[fact_id] = now[fact_id]
             else:
                 inputs.pop(fact_id, None)
@@ -611,8 +614,8 @@ class Derived:
             self._walk_edge(fact_id, self.codes.get(fact_id), codes)
             self.codes[fact_id] = codes
             if stale is None:
-                self.recheck.pop(fact_id, None)
-                self.recheck_inputs.remove(fact_id)
+                if self.recheck.pop(fact_id, None) is not None:  # its row, if it had one
+                    self.recheck_inputs.remove(fact_id)
             else:
                 self.recheck[fact_id] = stale
                 self.recheck_inputs.set(fact_id, (fact_id, tuple(sorted(stale))))
@@ -681,32 +684,41 @@ class Derived:
     def _record(
         self, fact: FactRecord, codes: Codes, recheck: bool, computed: Computed | None = None
     ) -> None:
+        """Keep the fact's record: a fact is in ``admitted`` or ``excluded`` (and
+        ``admitted_ids``) as its record in ``decided`` is, so only a record changing side is
+        removed from the other table (a removal of what is not there costs a bisection)."""
         record = decision(fact, codes, recheck, self.policy, computed=computed)
+        before = self.decided.get(fact.id)
         self.decided[fact.id] = record
         if isinstance(record, Admitted):
             self.admitted_ids.add(fact.id)
             self.admitted.set(fact.id, record)
-            self.excluded.remove(fact.id)
+            if isinstance(before, Excluded):
+                self.excluded.remove(fact.id)
             self.context.admit(record)
         else:
             if fact.id in self.admitted_ids:
                 self.context.drop(fact.id)
-            self.admitted_ids.discard(fact.id)
+                self.admitted_ids.discard(fact.id)
+                self.admitted.remove(fact.id)
             self.excluded.set(fact.id, record)
-            self.admitted.remove(fact.id)
 
     def _known_unknown(self, fold: FoldState, key: str) -> None:
-        records = [fold.facts[f] for f in self.index.by_key.get(key, ())]
-        if not self.complete and any(r.id not in self.codes for r in records):
+        """Whether the key is a known unknown now. ``known_unknown`` answers of the key's facts
+        as a set (it stops at an admitted one): they are read newest first, lazily, since a
+        key's admitted fact is most often its latest."""
+        ids = self.index.by_key.get(key, ())
+        if not self.complete and any(f not in self.codes for f in ids):
             return  # decided when the whole key is (every key computed: each has its codes)
-        unknown = known_unknown(records, self.codes, self.policy)
+        facts = fold.facts
+        unknown = known_unknown((facts[f] for f in reversed(ids)), self.codes, self.policy)
         if self.unknown_of.get(key) != unknown:
             self.context.unknown(key, unknown)
+            if unknown:
+                self.unknown.set(key, key)
+            else:
+                self.unknown.remove(key)
         self.unknown_of[key] = unknown
-        if unknown:
-            self.unknown.set(key, key)
-        else:
-            self.unknown.remove(key)
 
     # -- experiences -------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from gamma.core.incremental.derived import Derived, Table, TenantIndex, actor_class
-from gamma.core.incremental.tenants import TenantFold, due_at
+from gamma.core.incremental.tenants import TenantFold
 from gamma.core.integrity.chain import GENESIS, step
 from gamma.core.integrity.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.reading.events import canonical_event, normal_actor
@@ -48,6 +48,7 @@ from gamma.core.reading.reader import decode_batch
 from gamma.core.resolving.phases import FactRecord, conclude
 from gamma.core.resolving.resolution import Resolution
 from gamma.core.resolving.resolver import Fold, fold_event, new_fold
+from gamma.core.terms.caches import remember
 from gamma.core.terms.canonical import parse_at
 from gamma.core.terms.decisions import Admitted, Excluded, Ignored
 from gamma.core.terms.errors import UnknownReferenceError
@@ -86,6 +87,9 @@ class EngineState:
         self._tree = CompactRange()
         self._tenants: dict[str, TenantFold] = {}
         self._classes: OrderedDict[tuple[object, ...], Derived] = OrderedDict()
+        # what ``_normalise`` made of the actor objects and time strings asked about
+        self._actors: dict[tuple[tuple[str, type, object], ...], Actor] = {}
+        self._times: dict[str, datetime] = {}
 
     # -- the log -----------------------------------------------------------------------
 
@@ -275,8 +279,21 @@ class EngineState:
     def _normalise(
         self, actor: Actor | Mapping[str, object], at: datetime | str
     ) -> tuple[Actor, datetime]:
-        """The actor and time as ``gamma.resolve`` takes them."""
-        return normal_actor(actor, self.policy), parse_at(at)
+        """The actor and time as ``gamma.resolve`` takes them. A host asks for the same actor
+        object and time string turn after turn: what they gave is kept by their exact content
+        (``_actor_key``; the types too, so ``True`` is not ``1``), errors never."""
+        key = _actor_key(actor)
+        found = None if key is None else self._actors.get(key)
+        if found is None:
+            found = normal_actor(actor, self.policy)
+            if key is not None:
+                remember(self._actors, key, found)
+        if type(at) is str:
+            when = self._times.get(at)
+            if when is None:
+                when = remember(self._times, at, parse_at(at))
+            return found, when
+        return found, parse_at(at)
 
     def _view(
         self, actor: Actor, at: datetime, whole: bool = False
@@ -299,11 +316,8 @@ class EngineState:
         pending = kept.fold.pending
         if not (pending and pending[0][0] <= at):
             fold, overlay, due = kept.fold, frozenset[str](), frozenset[str]()
-        elif kept.overlay is not None and kept.overlay[:2] == (kept.version, at):
-            _, _, fold, overlay, due = kept.overlay  # the same view as the last call's
         else:
-            fold, overlay, due = due_at(kept, at)
-            kept.overlay = (kept.version, at, fold, overlay, due)
+            fold, overlay, due = kept.view_at(at)
         return kept, fold, self._derived(kept, actor, fold, at, overlay, due, whole)
 
     def _derived(
@@ -382,18 +396,22 @@ class EngineState:
         generation, seen = derived.ignored_seen
         if generation != kept.generation:
             derived.ignored_table = table = Table()
+            derived.extras = frozenset()  # none in the new table
             for entries in derived.key_ignored.values():
                 for entry in entries:
                     table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
             seen = 0
-        for entry in derived.extras:  # the last view's deferred effects' entries
-            table.remove(entry)
+        extras = kept.extras(fold)
+        if extras is not derived.extras:  # else the same view's: in the table as they are
+            for entry in derived.extras:  # the last view's deferred effects' entries
+                table.remove(entry)
         for entry in kept.ignored_log[seen:]:
             table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
         derived.ignored_seen = (kept.generation, len(kept.ignored_log))
-        derived.extras = kept.extras(fold)
-        for entry in derived.extras:
-            table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
+        if extras is not derived.extras:
+            derived.extras = extras
+            for entry in extras:
+                table.set(entry, Ignored(event=entry[0], code=entry[1], fact=entry[2]))
         return table.values()
 
     def _part(
@@ -442,6 +460,27 @@ class EngineState:
             positions=of(lambda f: (f, fold.positions[f])),
             retract_reasons=of(lambda f: _retracted(fold.facts[f])),
         )
+
+
+def _actor_key(actor: object) -> tuple[tuple[str, type, object], ...] | None:
+    """An actor object's exact content, hashable: its members in order, each with its value's
+    type (a list or tuple of strings as a tuple); None for anything else (not kept)."""
+    if type(actor) is not dict:
+        return None
+    found = []
+    for name, value in actor.items():
+        kind = type(value)
+        if type(name) is not str:
+            return None
+        if kind is list or kind is tuple:
+            if any(type(item) is not str for item in value):
+                return None
+            found.append((name, kind, tuple(value)))
+        elif kind is str or value is None:
+            found.append((name, kind, value))
+        else:
+            return None
+    return tuple(found)
 
 
 def _admitted_of(record: Decision) -> Admitted | None:

@@ -4,7 +4,8 @@ fold's index, and a journal of the keys each step touched.
 A step is an event or a run of deferred (``valid_from``) effects. The engine's kept
 phases (``gamma.core.incremental.derived``) read the journal to learn which keys to compute
 again; ``due_at`` gives the view of the kept fold at a later ``at`` whose deferred
-effects are due, without changing the kept fold.
+effects are due, without changing the kept fold, and ``TenantFold.view_at`` keeps that view
+across the turns that touch none of its effects' keys (a host asks at one ``at``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from gamma.core.resolving.resolver import Fold, FoldedFact, fold_event, new_fold
 from gamma.core.terms.model import Assert, Erase, Event, Grant, Promote, Retract, Revoke
 from gamma.core.terms.policy import Policy
 
-__all__ = ["JOURNAL_KEPT", "TenantFold", "due_at", "due_ids", "effect_keys", "touched"]
+__all__ = ["JOURNAL_KEPT", "Overlay", "TenantFold", "due_at", "due_ids", "effect_keys", "touched"]
 
 #: How many steps of a tenant's journal are kept; a class further behind starts afresh.
 JOURNAL_KEPT = 4096
@@ -67,9 +68,10 @@ class TenantFold:
         self.ignored_of: dict[str, list[tuple[str, str, str]]] = defaultdict(list)  # by target
         self._extras: tuple[Fold, frozenset[tuple[str, str, str]]] | None = None
         self.generation = 0
-        # the last view with deferred effects run: (version, at, fold, keys the effects touch)
-        # and the facts whose effects those are
-        self.overlay: tuple[int, datetime, Fold, frozenset[str], frozenset[str]] | None = None
+        # the last view with deferred effects run (``view_at``)
+        self.overlay: Overlay | None = None
+        # the journal position and ignored entries logged up to which it is still good
+        self.overlay_seen = (0, 0)
         # the fold's facts table and order as copies kept between views (``shadow``), and
         # the facts the last view put its own records in place of
         self._shadow: tuple[dict[str, FoldedFact], list[FoldedFact], list[str]] | None = None
@@ -165,9 +167,9 @@ class TenantFold:
             return frozenset()
         if self._extras is None or self._extras[0] is not view:
             found: set[tuple[str, str, str]] = set()
-            if self.overlay is not None and self.overlay[2] is view:
+            if self.overlay is not None and self.overlay.fold is view:
                 # an effect's entries name its assert and one of its supersedes targets
-                for fact_id in due_ids(self.fold.pending, self.overlay[1]):
+                for fact_id in due_ids(self.fold.pending, self.overlay.at):
                     event = self.fold.facts[fact_id].event
                     for target in event.supersedes or ():
                         entry = (event.id, INSUFFICIENT_AUTHORITY, target)
@@ -182,8 +184,9 @@ class TenantFold:
         """Copies of the fold's facts table and order for a view to put its own records in:
         kept between views, they get back the records the last view replaced and the facts
         folded since, so a view costs O(its records + new facts), not O(facts). The last
-        view made on them is spent (the engine keeps one view a tenant)."""
+        view made on them is spent (the engine keeps one view a tenant): it is dropped."""
         fold = self.fold
+        self.overlay = None
         if self._shadow is None:
             self._shadow = (dict(fold.facts), list(fold.order), [])
         facts, order, replaced = self._shadow
@@ -196,11 +199,67 @@ class TenantFold:
             order.append(fact)
         return self._shadow
 
+    def view_at(self, at: datetime) -> tuple[Fold, frozenset[str], frozenset[str]]:
+        """``due_at(self, at)``, the last view's again when it still is that: asked at the
+        same ``at``, with the same deferred effects pending, after steps that touched none of
+        the keys its effects touch, and the fold's ignored entries logged as they arose.
+
+        Why that is the view ``due_at`` would make: the effects run on copies of the due
+        facts, their ``supersedes`` targets and their slots' live facts, every one of a key
+        the effects touch (``effect_keys``); a step changes a record or a slot only of a key
+        it touches (``touched``, the journal); so those copies and slots are what copying
+        them again would give, and running the same effects on them gives the same records.
+        Every other table of the view is the kept fold's own, but the facts table and order
+        (``shadow``: the facts folded since are added) and the ignored entries (those logged
+        since are added; the effects' own arise only when the kept fold runs them, and then
+        its pending effects differ). The pending effects are compared whole (a push and a
+        pop leave the count alone)."""
+        last = self.overlay
+        fold = self.fold
+        if last is not None and last.at == at:
+            version, logged = self.overlay_seen
+            if version == self.version:
+                return last.fold, last.keys, last.due
+            if (
+                version >= self.base
+                and last.generation == self.generation
+                and last.pending == fold.pending
+                and all(last.keys.isdisjoint(keys) for keys in self.journal[version - self.base :])
+            ):
+                assert self._shadow is not None  # a view is spent (``shadow``) with its overlay
+                facts, order, _ = self._shadow
+                for fact in fold.order[len(order) :]:
+                    facts[fact.id] = fact
+                    order.append(fact)
+                last.fold.ignored.update(self.ignored_log[logged:])
+                self.overlay_seen = (self.version, len(self.ignored_log))
+                return last.fold, last.keys, last.due
+        pending = list(fold.pending)
+        view, keys, due = due_at(self, at)
+        self.overlay = Overlay(at, view, keys, due, pending, self.generation)
+        self.overlay_seen = (self.version, len(self.ignored_log))
+        return view, keys, due
+
     def since(self, version: int) -> set[str] | None:
         """The keys touched after ``version``; None when the journal no longer reaches it."""
         if version < self.base:
             return None
         return {key for keys in self.journal[version - self.base :] for key in keys}
+
+
+@attrs.frozen
+class Overlay:
+    """A view of the kept fold with the deferred effects due by ``at`` run (``due_at``):
+    ``keys`` the effects touch, ``due`` the facts whose effects they are, and what the kept
+    fold held when it was made: its pending effects (a copy) and its ignored log's
+    generation. Where it was last found still good: ``TenantFold.overlay_seen``."""
+
+    at: datetime
+    fold: Fold
+    keys: frozenset[str]
+    due: frozenset[str]
+    pending: list[tuple[datetime, int, str]]
+    generation: int
 
 
 #: A fact's fields in ``FoldedFact``'s order (``_copied``).

@@ -83,8 +83,17 @@ def inert(text: str) -> str:
 
 
 def _value(value: object) -> str:
-    """JSON on one line: control, format and invisible characters escaped."""
-    return _escape_unsafe(json.dumps(value, ensure_ascii=False))
+    """JSON on one line: control, format and invisible characters escaped. The text of
+    ``json.dumps(value, ensure_ascii=False)``, without making an encoder per call (a context
+    line is rendered per admitted fact a turn changes): a string is what that encoder
+    writes of one, anything else goes through one encoder with the same options."""
+    text = _encode_string(value) if type(value) is str else _ENCODER.encode(value)
+    return _escape_unsafe(text) if _SUSPECT.search(text) else text
+
+
+#: What ``json.dumps(value, ensure_ascii=False)`` uses (its defaults but ``ensure_ascii``).
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_encode_string = json.encoder.encode_basestring
 
 
 def render(
