@@ -28,6 +28,7 @@ from test_rooms import top_level_definitions
 from gamma.core.integrity.chain import head_of
 from gamma.core.integrity.commitment import commit
 from gamma.core.integrity.merkle import tree_head_of
+from gamma.core.reading import events as events_module
 from gamma.core.reading.events import canonical_event, load_events
 from gamma.core.reading.parsed import ParsedLog
 from gamma.core.reading.reader import read, read_numbered, read_objects_log
@@ -344,3 +345,22 @@ def test_keep_canonical_sets_and_clears_the_events_own_cache() -> None:
     assert canonical_event(event) == kept  # recomputed, the same bytes
     assert event.keep_canonical("x") is event and canonical_event(event) == "x"
     assert event == read([line])[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.lists(st.sampled_from([b"a", b"bc", b"\n", b"\r\n", b"{}"]), max_size=40).map(
+        b"".join
+    ),
+    split=st.integers(min_value=1, max_value=9),
+)
+def test_a_files_bytes_are_split_into_its_lines_a_slice_at_a_time(data: bytes, split: int) -> None:
+    """``byte_lines`` splits a slice at a time: at any slice size, the lines of the whole
+    (blank ones, a CR kept, the empty last one after a final newline), none lost or joined at
+    a slice's edge."""
+    original = events_module._SPLIT_BYTES
+    events_module._SPLIT_BYTES = split
+    try:
+        assert list(events_module.byte_lines(data)) == data.split(b"\n")
+    finally:
+        events_module._SPLIT_BYTES = original

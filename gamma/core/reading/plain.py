@@ -35,6 +35,7 @@ events, canonical text and errors in every encoding.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from sys import intern
 from typing import Annotated, Any, ClassVar, Literal, Union
 
@@ -45,6 +46,7 @@ from msgspec import Meta, Struct
 from gamma.core.reading.schema import LISTED, Slot, fast_kinds, fields_of, named
 from gamma.core.reading.stated import derivation_sound
 from gamma.core.terms.model import (
+    EVENT_TYPES,
     Assert,
     Event,
     Grant,
@@ -77,7 +79,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 # On a plain line every string is printable, so a name (id, actor, key, role, ...) is any
 # non-empty string there.
 _Name = Annotated[str, Meta(min_length=1)]
-# A timestamp's canonical form and a scope's grammar are checked by ``_model``, not by a
+# A timestamp's canonical form and a scope's grammar are checked by ``_builder``'s code, not by a
 # pattern here: msgspec calls Python's ``re`` for a pattern, which cost half of a decode.
 _Stamp = Annotated[str, Meta(min_length=20, max_length=27)]
 _Value = str | Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)] | bool
@@ -100,7 +102,7 @@ class _PlainLine(
 
 def _typed(slot: Slot) -> Any:
     """The msgspec type of a field: its rule's, checked in C as the line is decoded (a name's
-    printability, a scope's grammar and a stamp's form are ``_model``'s)."""
+    printability, a scope's grammar and a stamp's form are ``_builder``'s)."""
     if slot.rule is Rule.ONE_OF:
         return Literal[slot.choices]
     if slot.rule is Rule.VISIBILITY:
@@ -142,55 +144,11 @@ def _struct(cls: type, base: type[Struct], slots: tuple[Slot, ...], tag: str | N
 _VISIBLE_LINE = _struct(Visibility, _Visible, fields_of(Visibility))
 
 
-@attrs.frozen
-class _Door:
-    """What ``_model`` checks of one kind's struct, each a tuple of its fields' names."""
-
-    model: type[Event]
-    stamps: tuple[str, ...]
-    interned: tuple[str, ...]  # names and levels: one string object per repeated name
-    scopes: tuple[str, ...]
-    derivations: tuple[str, ...]
-    printable: tuple[str, ...]  # names a typed line must hold printable
-    visibilities: tuple[str, ...]  # whose listed names are held to the same
-
-    @classmethod
-    def of(cls, model: type[Event]) -> _Door:
-        return cls(
-            model=model,
-            stamps=named(model, Rule.STAMP),
-            interned=named(model, Rule.NAME, Rule.LEVEL),
-            scopes=named(model, Rule.SCOPE),
-            derivations=named(model, Rule.DERIVATION),
-            printable=named(model, Rule.ID, Rule.NAME),
-            visibilities=named(model, Rule.VISIBILITY),
-        )
-
-
-_DOORS: dict[type[_PlainLine], _Door] = {
-    _struct(model, _PlainLine, slots, tag=model.TYPE): _Door.of(model)
-    for model, slots in fast_kinds().items()
-}
-_MODEL: dict[type[_PlainLine], type[Event]] = {struct: door.model for struct, door in _DOORS.items()}
-_decode_plain = msgspec.json.Decoder(Union[tuple(_DOORS)]).decode  # noqa: UP007
-_encode_plain = msgspec.json.Encoder(order="sorted").encode
-_convert = msgspec.convert
 _NotPlain = msgspec.DecodeError  # ValidationError is one too
-
-
 _STAMP = re.compile(rf"{CANONICAL_TS.pattern}\Z")
 _SCOPE = re.compile(rf"(?:global|{SCOPE_SYNTAX.pattern})\Z")
 _scopes: dict[str, str] = {}  # each scope seen, checked and interned once
 _SCOPES_KEPT = 4096  # so that a log of a million distinct scopes does not grow it unbounded
-
-
-def _stamp_ok(stamp: str) -> bool:
-    """A timestamp in canonical UTC form. For the usual ``YYYY-MM-DDTHH:MM:SSZ`` the ``T`` and
-    the ``Z`` are enough: msgspec's parse of it (in ``_convert``) refuses anything but a digit
-    and the separators at every other place (``tests/test_plain.py`` tries each character)."""
-    if len(stamp) == 20:
-        return stamp[10] == "T" and stamp[19] == "Z"
-    return _STAMP.match(stamp) is not None
 
 
 def _scope_of(scope: str) -> str | None:
@@ -205,58 +163,179 @@ def _scope_of(scope: str) -> str | None:
     return found
 
 
-def _model(typed: Any) -> Event | None:
-    """The attrs event of a typed line (msgspec parses the timestamps), or None if a timestamp
-    or a scope is not canonical or a derivation unsound. One string object per repeated name:
-    a million events hold a few thousand actors, tenants, keys and scopes, not a million
-    copies of each."""
-    door = _DOORS[type(typed)]
-    for name in door.stamps:
-        found = getattr(typed, name)
-        if found is not None and not _stamp_ok(found):
-            return None
-    for name in door.interned:
-        found = getattr(typed, name)
-        if found is not None:
-            setattr(typed, name, intern(found))
-    for name in door.scopes:
-        found = getattr(typed, name)
-        if found is not None:
-            scope = _scope_of(found)
-            if scope is None:
+@attrs.frozen
+class _Door:
+    """One kind's way from its struct to its event: ``build`` (generated from the schema by
+    ``_builder``; its third argument says the line is plain)."""
+
+    model: type[Event]
+    build: Callable[[Any, Policy | None, bool], Event | None]
+
+    @classmethod
+    def of(cls, model: type[Event]) -> _Door:
+        return cls(model=model, build=_builder(model))
+
+
+def _builder(model: type[Event]) -> Callable[[Any, Policy | None, bool], Event | None]:
+    """The function from one kind's typed struct to its event, or None if a rule does not hold,
+    written out as straight-line code from the schema once at import (as attrs writes an
+    ``__init__``): no loop over field names per event. In turn: on a line not plain, each name
+    printable as decoded, as ``events._check_id_text`` wants it at once (a name it would look
+    at twice, to refuse or to let pass, is the strict path's; a scope needs no look, its
+    grammar is ASCII; on a plain line every string is printable); each timestamp in canonical UTC
+    form, one string object per repeated name (a million events hold a few thousand actors,
+    tenants, keys and scopes, not a million copies of each), each scope of the grammar, msgspec
+    building the attrs event (it parses the timestamps; a day that does not exist declines),
+    a derivation sound, and with a policy the rules of ``sound`` that this kind's fields reach.
+    Every check only declines: the strict path names the error."""
+    slots = {slot.name: slot for slot in fields_of(model)}
+    code = [f"def build_{model.TYPE}(typed, policy, plain):"]
+    looks = [
+        line
+        for name in named(model, Rule.ID, Rule.NAME)
+        for line in _optional(slots[name], [
+            f"if not typed.{name}.isprintable():",
+            "    return None",
+        ])  # fmt: skip
+    ]
+    for name in named(model, Rule.VISIBILITY):
+        looks += [f"if typed.{name} is not None:"]
+        for listed in LISTED:
+            looks += [
+                f"    names = typed.{name}.{listed}",
+                "    if names and not all([item.isprintable() for item in names]):",
+                "        return None",
+            ]
+    if looks:
+        code += ["if not plain:", *(f"    {line}" for line in looks)]
+    for name in named(model, Rule.STAMP):
+        code += _optional(slots[name], [
+            f"found = typed.{name}",
+            "if len(found) == 20:",  # the usual form: msgspec checks every other place
+            "    if found[10] != 'T' or found[19] != 'Z':",
+            "        return None",
+            "elif _stamp_match(found) is None:",
+            "    return None",
+        ])  # fmt: skip
+    for name in named(model, Rule.NAME, Rule.LEVEL):
+        code += _optional(slots[name], [f"typed.{name} = _intern(typed.{name})"])
+    for name in named(model, Rule.SCOPE):
+        code += _optional(slots[name], [
+            f"found = _scopes.get(typed.{name})",
+            "if found is None:",
+            f"    found = _scope_of(typed.{name})",
+            "    if found is None:",
+            "        return None",
+            f"typed.{name} = found",
+        ])  # fmt: skip
+    code += [
+        "try:",
+        "    event = _convert(typed, model, from_attributes=True)",
+        "except _NotPlain:",
+        "    return None",
+    ]
+    for name in named(model, Rule.DERIVATION):
+        code += [
+            f"if typed.{name} is not None and not _derivation_sound(event):",
+            "    return None",
+        ]
+    rules = _sound_code(model, "return None")
+    if rules:
+        code += ["if policy is not None:", *(f"    {line}" for line in rules)]
+    code.append("return event")
+    return _compiled(model, "build", code)  # type: ignore[no-any-return]
+
+
+def _compiled(model: type[Event], name: str, code: list[str]) -> Any:
+    """The function ``code`` (a def and its body's lines) defines for ``model``."""
+    source = "\n    ".join(code) + "\n"
+    scope: dict[str, Any] = {
+        "model": model,
+        "_intern": intern,
+        "_stamp_match": _STAMP.match,
+        "_scopes": _scopes,
+        "_scope_of": _scope_of,
+        "_convert": msgspec.convert,
+        "_NotPlain": _NotPlain,
+        "_derivation_sound": derivation_sound,
+    }
+    exec(compile(source, f"<gamma plain {name} {model.TYPE}>", "exec"), scope)  # noqa: S102
+    return scope[f"{name}_{model.TYPE}"]
+
+
+def _optional(slot: Slot, lines: list[str]) -> list[str]:
+    """``lines`` on a field the kind requires; under ``if it is not None`` on an optional one."""
+    if slot.fast_required:
+        return lines
+    return [f"if typed.{slot.name} is not None:", *(f"    {line}" for line in lines)]
+
+
+def _sound_code(model: type[Event], decline: str) -> list[str]:
+    """The rules of ``events._check_semantics`` beyond names, scopes and types that this kind's
+    fields reach, as lines of code over ``event`` and ``policy`` that run ``decline`` where one
+    does not hold: authority and clearance on the policy's ladders, no over-claim where the
+    policy refuses it, a validity window that ends after it starts, and a grant or a revoke
+    naming exactly one target and one grantee."""
+    fields = {slot.name for slot in fields_of(model)}
+    code: list[str] = []
+    if "authority" in fields:
+        code += [
+            "if event.authority is not None:",
+            "    if not policy.knows_authority(event.authority):",
+            f"        {decline}",
+            "    if policy.over_claim == 'refuse' and policy.over_claims(event.authority,"
+            " event.actor):",
+            f"        {decline}",
+        ]
+    if issubclass(model, Assert):
+        for name in named(model, Rule.VISIBILITY):
+            code += [
+                f"seen = event.{name}",
+                "if seen is not None and seen.clearance is not None"
+                " and not policy.knows_clearance(seen.clearance):",
+                f"    {decline}",
+            ]
+        code += [
+            "if event.valid_from is not None and event.valid_until is not None"
+            " and not event.valid_until > event.valid_from:",
+            f"    {decline}",
+        ]
+    elif issubclass(model, (Grant, Revoke)):
+        for one, other in model.PAIRS:
+            code += [f"if (event.{one} is None) == (event.{other} is None):", f"    {decline}"]
+    return code
+
+
+_DOORS: dict[type[_PlainLine], _Door] = {
+    _struct(model, _PlainLine, slots, tag=model.TYPE): _Door.of(model)
+    for model, slots in fast_kinds().items()
+}
+_MODEL: dict[type[_PlainLine], type[Event]] = {
+    struct: door.model for struct, door in _DOORS.items()
+}
+_decode_plain = msgspec.json.Decoder(Union[tuple(_DOORS)]).decode  # noqa: UP007
+_encode_plain = msgspec.json.Encoder(order="sorted").encode
+
+
+def _line_event(
+    line: str | bytes, policy: Policy | None, plain: bool = False
+) -> tuple[Event, bytes] | None:
+    """A line's event and its canonical text as UTF-8 bytes, in any valid encoding, or None
+    (the strict path decides); one call per line for a reader (``plain``: the line is known
+    plain, as a whole input scanned at once says). Without a policy, the checks that need
+    one are left out.
+
+    A plain line's names are printable as written; on another line ``build`` looks at each,
+    and a colon may be written as an escape (the colon count would not see it: declined)."""
+    if not plain:  # (``bytes.find``, not ``in``: ``in`` on bytes raises and clears an error)
+        if isinstance(line, str):
+            plain = line.isascii() and "\\" not in line and "\x7f" not in line
+            if not plain and "\\u003" in line:
                 return None
-            setattr(typed, name, scope)
-    event: Event = _convert(typed, door.model, from_attributes=True)
-    for name in door.derivations:
-        if getattr(typed, name) is not None:
-            assert isinstance(event, Assert)
-            if not derivation_sound(event):
-                return None  # the strict path raises its error
-    return event
-
-
-def _names_printable(typed: _PlainLine) -> bool:
-    """Every name of a typed line is printable, as ``events._check_id_text`` wants it at once
-    (a name it would look at twice, to refuse or to let pass, is the strict path's). A scope
-    needs no look: its grammar is ASCII."""
-    door = _DOORS[type(typed)]
-    for name in door.printable:
-        found = getattr(typed, name)
-        if found is not None and not found.isprintable():
-            return False
-    for name in door.visibilities:
-        seen = getattr(typed, name)
-        if seen is not None:
-            for listed in LISTED:
-                names = getattr(seen, listed)
-                if names and not all(item.isprintable() for item in names):
-                    return False
-    return True
-
-
-def _decoded(line: str | bytes) -> tuple[_PlainLine, bytes] | None:
-    """A line's typed struct and its canonical bytes, or None: not JSON, a type refused, a key
-    written twice, a null."""
+        else:
+            plain = line.isascii() and line.find(b"\\") < 0 and line.find(b"\x7f") < 0
+            if not plain and line.find(b"\\u003") >= 0:
+                return None
     try:
         typed = _decode_plain(line)
     except (_NotPlain, RecursionError):  # skipping a deep value to find the tag: the strict
@@ -264,50 +343,25 @@ def _decoded(line: str | bytes) -> tuple[_PlainLine, bytes] | None:
     except UnicodeEncodeError:  # a str holding a lone surrogate: the strict path names it
         return None
     data = _encode_plain(typed)
-    colons = line.count(":") if isinstance(line, str) else line.count(b":")
-    if colons != data.count(b":"):
+    if (line.count(":") if isinstance(line, str) else line.count(b":")) != data.count(b":"):
         return None  # a repeated key or a null: more keys written than encoded
-    return typed, data
-
-
-def _checked(typed: _PlainLine, policy: Policy | None) -> Event | None:
-    """The event of a typed line whose names are known printable, if every rule holds."""
-    try:
-        event = _model(typed)
-    except _NotPlain:
-        return None  # a timestamp of a day that does not exist
-    if event is None:
-        return None
-    if policy is not None and not sound(event, policy):
-        return None
-    return event
+    event = _DOORS[type(typed)].build(typed, policy, plain)
+    return None if event is None else (event, data)
 
 
 def typed_line(line: str | bytes, policy: Policy | None) -> tuple[Event, str, bytes] | None:
     """A line's event and its canonical text (as text and as UTF-8 bytes) in any valid
     encoding, or None (the strict path decides). Without a policy, the checks that need one
     are left out."""
-    if ("\\u003" in line) if isinstance(line, str) else (b"\\u003" in line):
-        return None  # maybe a colon written as an escape: the count above would not see it
-    found = _decoded(line)
-    if found is None:
-        return None
-    typed, data = found
-    text = data.decode("utf-8")
-    # No escape in the canonical text: each string is in it as decoded, so a printable text
-    # has printable names. Else (a control character, a quote or a backslash in some string,
-    # or a character that is not printable) each name is looked at.
-    if ("\\" in text or not text.isprintable()) and not _names_printable(typed):
-        return None
-    event = _checked(typed, policy)
-    return None if event is None else (event, text, data)
+    found = _line_event(line, policy)
+    return None if found is None else (found[0], found[1].decode("utf-8"), found[1])
 
 
 def is_plain(text: str | bytes) -> bool:
     """Printable ASCII and no escape (of a line, or of a whole file at once)."""
     if isinstance(text, str):
         return text.isascii() and "\\" not in text and "\x7f" not in text  # DEL: not printable
-    return text.isascii() and b"\\" not in text and b"\x7f" not in text
+    return text.isascii() and text.find(b"\\") < 0 and text.find(b"\x7f") < 0
 
 
 def plain_line(
@@ -319,36 +373,20 @@ def plain_line(
     than have each line scanned."""
     if not known_plain and not is_plain(line):
         return None
-    found = _decoded(line)
-    if found is None:
-        return None
-    event = _checked(found[0], policy)
-    return None if event is None else (event, found[1])
+    return _line_event(line, policy, True)
 
 
 def sound(event: Event, policy: Policy) -> bool:
-    """The rules of ``events._check_semantics`` beyond names, scopes and types: authority and
-    clearance on the policy's ladders, no over-claim where the policy refuses it, a validity
-    window that ends after it starts, and grants naming exactly one target and one grantee."""
-    authority = getattr(event, "authority", None)
-    if authority is not None:
-        if not policy.knows_authority(authority):
-            return False
-        if policy.over_claim == "refuse" and policy.over_claims(authority, event.actor):
-            return False
-    if isinstance(event, Assert):
-        visibility = event.visibility
-        if (
-            visibility is not None
-            and visibility.clearance is not None
-            and not policy.knows_clearance(visibility.clearance)
-        ):
-            return False
-        start, end = event.valid_from, event.valid_until
-        return start is None or end is None or end > start
-    if isinstance(event, (Grant, Revoke)):
-        return all(
-            (getattr(event, one) is None) != (getattr(event, other) is None)
-            for one, other in event.PAIRS
-        )
-    return True
+    """Whether an event holds the rules of ``events._check_semantics`` beyond names, scopes
+    and types under ``policy`` (``_sound_code``: the same code ``build`` runs)."""
+    return _SOUND[type(event)](event, policy)  # type: ignore[no-any-return]
+
+
+#: Per kind, ``sound``'s rules written out for it.
+_SOUND: dict[type[Event], Any] = {
+    model: _compiled(model, "sound", [
+        f"def sound_{model.TYPE}(event, policy):", *_sound_code(model, "return False"),
+        "return True",
+    ])  # fmt: skip
+    for model in EVENT_TYPES.values()
+}
