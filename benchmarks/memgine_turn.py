@@ -30,11 +30,15 @@ how many it took); per size, the median of the rounds' p50 and p99, and the rati
 sizes, for its ``speedup_cpu``. The machine may be shared: the load average before and after
 each child is kept. At 100k events Memgine's ingest alone takes minutes (its cost grows as
 the square of the facts), so a full run takes about 45 minutes. ``--profile N`` instead runs
-gamma's turn loop at N events under cProfile and prints the top functions. Usage::
+gamma's turn loop at N events under cProfile and prints the top functions.
+``--workload statebench`` takes the log from ``statebench_log.py`` instead (StateBench's own
+generator through gamma's importer, about 1,150 tenants; the probe is the busiest tenant's
+user, the turns' facts in its scope, ``global``); ``--whole-sizes`` stays on synth. Usage::
 
     python benchmarks/memgine_turn.py --out memgine_turn.json
     python benchmarks/memgine_turn.py --sizes 1000 --rounds 1 --turns 20   # a quick run
     python benchmarks/memgine_turn.py --profile 10000
+    python benchmarks/memgine_turn.py --workload statebench --sizes 10000,100000 --whole-sizes ''
 
 A script, not a test: pytest does not collect it.
 """
@@ -66,6 +70,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import memgine  # noqa: E402
+import statebench_log  # noqa: E402
 import synth  # noqa: E402
 
 QUERY = memgine.QUERY
@@ -87,11 +92,27 @@ def _ts(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def workload(name: str, n: int, seed: int) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    """The log's events, the probe actor and the time asked: ``synth`` (ours; the probe
+    tenant holds about half the log; ``synth.probe_time``) or ``statebench``
+    (``statebench_log.py``: StateBench's generator, about 1,150 tenants; the probe is the
+    busiest tenant's user, asked an hour after the last event)."""
+    if name == "statebench":
+        lines = statebench_log.lines(n, seed)
+        events = [json.loads(line) for line in lines]
+        actor: dict[str, Any] = statebench_log.probe(lines)["actor"]
+        at = _ts(events[-1]["ts"]) + timedelta(hours=1)
+    else:
+        events, actor, at = list(synth.generate(n, seed)), synth.PROBE_ACTOR, synth.probe_time(n)
+    return events, actor, at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def turn_events(
-    events: list[dict[str, Any]], turns: int, seed: int = 0
+    events: list[dict[str, Any]], actor: dict[str, Any], turns: int, seed: int = 0
 ) -> tuple[list[list[dict[str, Any]]], list[str]]:
-    """The turns' events (5 asserts each) after ``events``, and the 15 fixed facts to check."""
-    tenant = synth.PROBE_ACTOR["tenant"]
+    """The turns' events (5 asserts each, in the actor's own scope) after ``events``, and
+    the 15 fixed facts to check."""
+    tenant = actor["tenant"]
     last_of_key: dict[str, str] = {}
     facts: list[str] = []
     for event in events:
@@ -101,16 +122,16 @@ def turn_events(
     rng = random.Random(seed)
     keys = sorted(last_of_key)
     checked = rng.sample(facts, min(CHECK_FIXED, len(facts)))
-    start = int((_ts(events[-1]["ts"]) - synth.BASE_TS).total_seconds())
+    last = _ts(events[-1]["ts"])
     out = []
     for turn in range(turns):
-        stamp = (synth.BASE_TS + timedelta(seconds=start + turn + 1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = (last + timedelta(seconds=turn + 1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         batch = []
         for i in range(REVISIONS + NEW_KEYS):
             fact = f"{tenant}-T{turn}.{i}"
             event: dict[str, Any] = {
                 "id": f"turn{turn}.{i}", "ts": stamp, "actor": "agent-1", "tenant": tenant,
-                "type": "assert", "fact": fact, "scope": "helios/launch",
+                "type": "assert", "fact": fact, "scope": actor.get("scope", "global"),
             }  # fmt: skip
             if i < REVISIONS:
                 key = rng.choice(keys)
@@ -124,10 +145,6 @@ def turn_events(
             batch.append(event)
         out.append(batch)
     return out, checked
-
-
-def _log(n: int, seed: int) -> list[dict[str, Any]]:
-    return list(synth.generate(n, seed))
 
 
 def _dumps(event: dict[str, Any]) -> str:
@@ -164,17 +181,17 @@ def _memgine_ingest(engine: Any, source_type: Any, event: dict[str, Any]) -> Non
     )  # fmt: skip
 
 
-def run_memgine(n: int, turns: int, seed: int, budget: float) -> dict[str, Any]:
+def run_memgine(n: int, turns: int, seed: int, budget: float, name: str) -> dict[str, Any]:
     _stub_model_clients()
     from statebench.memgine.engine import MemgineEngine  # installed beside gamma, not by it
     from statebench.schema.state import IdentityRole, Source
 
-    events = _log(n, seed)
-    plan, _ = turn_events(events, turns, seed)
-    tenant = synth.PROBE_ACTOR["tenant"]
+    events, actor, _ = workload(name, n, seed)
+    plan, _ = turn_events(events, actor, turns, seed)
+    tenant = actor["tenant"]
     t0 = time.perf_counter()
     engine = MemgineEngine()
-    engine.ingest_identity(IdentityRole(user_name=synth.PROBE_ACTOR["id"], authority="peer"))
+    engine.ingest_identity(IdentityRole(user_name=actor["id"], authority="peer"))
     ingested = 0
     for event in events:
         if event["type"] == "assert" and event["tenant"] == tenant:
@@ -212,26 +229,26 @@ def run_memgine(n: int, turns: int, seed: int, budget: float) -> dict[str, Any]:
 
 
 def _gamma_setup(
-    n: int, turns: int, seed: int
-) -> tuple[Any, list[str], list[list[str]], list[str], str]:
-    """An engine holding the whole log; the log's lines, the turns' lines, the fixed facts, t."""
+    n: int, turns: int, seed: int, name: str
+) -> tuple[Any, list[str], list[list[str]], list[str], dict[str, Any], str]:
+    """An engine holding the whole log; the log's lines, the turns' lines, the fixed facts,
+    the actor, t."""
     import gamma  # the benchmark's subject, imported in the child only
 
-    events = _log(n, seed)
-    plan, checked = turn_events(events, turns, seed)
+    events, actor, at = workload(name, n, seed)
+    plan, checked = turn_events(events, actor, turns, seed)
     engine = gamma.Engine()
     lines = [_dumps(e) for e in events]
     for start in range(0, len(lines), 10_000):
         engine.append(lines[start : start + 10_000])
-    at = synth.probe_time(n).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return engine, lines, [[_dumps(e) for e in batch] for batch in plan], checked, at
+    return engine, lines, [[_dumps(e) for e in batch] for batch in plan], checked, actor, at
 
 
 def _gamma_turns(
-    engine: Any, plan: list[list[str]], checked: list[str], at: str, budget: float
+    engine: Any, plan: list[list[str]], checked: list[str], actor: dict[str, Any], at: str,
+    budget: float,
 ) -> dict[str, list[float]]:
     """The timed turn loop: append 5, resolve, render the context, check 20."""
-    actor = synth.PROBE_ACTOR
     times: dict[str, list[float]] = {k: [] for k in ("append", "resolve", "render", "check")}
     times["turn"] = []
     began = CLOCK[0]()
@@ -254,20 +271,21 @@ def _gamma_turns(
     return times
 
 
-def run_gamma(n: int, turns: int, seed: int, budget: float, pure_runs: int) -> dict[str, Any]:
+def run_gamma(
+    n: int, turns: int, seed: int, budget: float, pure_runs: int, name: str
+) -> dict[str, Any]:
     import gamma
 
     t0 = time.perf_counter()
-    engine, lines, plan, checked, at = _gamma_setup(n, turns, seed)
+    engine, lines, plan, checked, actor, at = _gamma_setup(n, turns, seed, name)
     load_s = time.perf_counter() - t0
-    actor = synth.PROBE_ACTOR
     t1 = time.perf_counter()
     first = engine.resolve(actor, at)
     first.render("context")
     engine.check(actor, at, checked)
     first_ms = (time.perf_counter() - t1) * 1e3
     gc.collect()
-    times = _gamma_turns(engine, plan, checked, at, budget)
+    times = _gamma_turns(engine, plan, checked, actor, at, budget)
     # The pure path folds the log as the reader gives it (a ParsedLog): engine.events is a
     # plain tuple, which gamma.resolve would first re-validate event by event.
     taken = [line for batch in plan[: len(times["turn"])] for line in batch]
@@ -291,15 +309,15 @@ def run_gamma(n: int, turns: int, seed: int, budget: float, pure_runs: int) -> d
     }  # fmt: skip
 
 
-def profile_gamma(n: int, turns: int, seed: int, top: int) -> str:
+def profile_gamma(n: int, turns: int, seed: int, top: int, name: str) -> str:
     """gamma's turn loop at ``n`` events under cProfile: the top functions, two orders."""
-    engine, _, plan, checked, at = _gamma_setup(n, turns, seed)
-    first = engine.resolve(synth.PROBE_ACTOR, at)
+    engine, _, plan, checked, actor, at = _gamma_setup(n, turns, seed, name)
+    first = engine.resolve(actor, at)
     first.render("context")
     gc.collect()
     profiler = cProfile.Profile()
     profiler.enable()
-    _gamma_turns(engine, plan, checked, at, float("inf"))
+    _gamma_turns(engine, plan, checked, actor, at, float("inf"))
     profiler.disable()
     out = io.StringIO()
     for order in ("tottime", "cumulative"):
@@ -365,18 +383,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--out", default=None, help="write the JSON here (default stdout)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--workload", choices=("synth", "statebench"), default="synth",
+                        help="the log: synth.py's (ours) or statebench_log.py's")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # engine:n
     args = parser.parse_args(argv)
     CLOCK[0] = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.profile is not None:
-        sys.stdout.write(profile_gamma(args.profile, args.turns, args.seed, args.top))
+        sys.stdout.write(profile_gamma(args.profile, args.turns, args.seed, args.top,
+                                       args.workload))
         return 0
     if args.child:
         name, n = args.child.split(":")
         if name == "memgine":
-            result = run_memgine(int(n), args.turns, args.seed, args.budget)
+            result = run_memgine(int(n), args.turns, args.seed, args.budget, args.workload)
         else:
-            result = run_gamma(int(n), args.turns, args.seed, args.budget, args.pure_runs)
+            result = run_gamma(int(n), args.turns, args.seed, args.budget, args.pure_runs,
+                               args.workload)
         print(json.dumps(result))
         return 0
 
@@ -392,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                     child = [sys.executable, __file__, "--child", f"{name}:{n}",
                              "--turns", str(args.turns), "--seed", str(args.seed),
                              "--budget", str(args.budget),
-                             "--pure-runs", str(args.pure_runs), "--clock", args.clock]  # fmt: skip
+                             "--pure-runs", str(args.pure_runs), "--clock", args.clock,
+                             "--workload", args.workload]  # fmt: skip
                     runs.setdefault((name, n), []).append(_child(child, env))
                     print(json.dumps(runs[name, n][-1]), file=sys.stderr)
         whole = {}
@@ -415,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         "statistic": f"per child p50/p99 over its turns ({args.clock} clock); median over "
         f"{args.rounds} alternated children per engine and size",
         "query": QUERY,
+        "workload": args.workload,
         "per_size": per_size,
         "whole_process": whole,
         "runs": {f"{name}:{n}": r for (name, n), r in runs.items()},
