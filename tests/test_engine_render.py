@@ -107,7 +107,11 @@ class EngineRenderMachine(RuleBasedStateMachine):
             }
         for tenant, kept in self.engine._tenants.items():
             overlay = kept.overlay
-            if overlay is None or kept.overlay_seen[0] != kept.version:
+            if (
+                overlay is None
+                or kept.overlay_seen[0] != kept.version
+                or kept.folded != len(kept.events)  # events taken since: folded when next asked
+            ):
                 continue
             view = overlay.fold
             fresh, _ = self.engine._fresh(tenant, overlay.at)

@@ -3,7 +3,8 @@
 ``EngineState`` holds every event accepted so far, the validation index they
 were checked against, the chain head and Merkle leaf after each position, and
 per tenant the fold of that tenant's events (the first pass of Γ, which does not
-depend on the viewer), advanced one event at a time, with a journal of the keys
+depend on the viewer), advanced one event at a time when the tenant is next asked about
+(a tenant no one asks about keeps its events only), with a journal of the keys
 each step touched (``gamma.core.incremental.tenants``). The phases (SPEC §4) are kept too, per class of actors
 (``gamma.core.incremental.derived``): a call reruns them only for the keys touched since
 that class last asked (by appends, by deferred effects, or by moving ``at``
@@ -63,6 +64,9 @@ Batch = Iterable[str | Mapping[str, Any] | Event] | str
 Decision = Admitted | Excluded
 """What ``check`` says of one fact: admitted, or excluded with its reasons."""
 
+#: The bytes of a SHA-256 digest: a chain head or a Merkle leaf hash.
+HASH = 32
+
 #: How many actor classes keep their phases' results (least recently asked dropped first).
 CLASSES_KEPT = 64
 
@@ -82,8 +86,11 @@ class EngineState:
         self.index = MemoryIndex()
         self.events: list[Event] = []
         self._ts: list[datetime] = []
-        self._heads: list[bytes] = [GENESIS]
-        self._leaves: list[bytes] = []  # RFC 9162 leaf hashes, for the tree head of a prefix
+        # the chain head after each position (GENESIS first) and each event's RFC 9162 leaf
+        # hash (for the tree head of a prefix), packed 32 bytes each: a bytes object a digest
+        # costs 65 bytes and its list slot 8 (issue 28: memory)
+        self._heads = bytearray(GENESIS)
+        self._leaves = bytearray()
         self._tree = CompactRange()
         self._tenants: dict[str, TenantFold] = {}
         self._classes: OrderedDict[tuple[object, ...], Derived] = OrderedDict()
@@ -100,12 +107,12 @@ class EngineState:
     def head(self) -> str:
         """The chain head after the last event (64 zeros when empty)."""
         with self.lock:
-            return self._heads[-1].hex()
+            return self._heads[-HASH:].hex()
 
     def head_at(self, at: datetime) -> str:
         """The chain head after the events with ``ts <= at``."""
         with self.lock:
-            return self._heads[bisect.bisect_right(self._ts, at)].hex()
+            return self._head(bisect.bisect_right(self._ts, at))
 
     @property
     def tree_head(self) -> TreeHead:
@@ -125,12 +132,17 @@ class EngineState:
 
     def _tree_at(self, at: datetime) -> TreeHead:
         size = bisect.bisect_right(self._ts, at)
-        if size == len(self._leaves):
+        if size == len(self.events):
             return self._tree.head()
         prefix = CompactRange()
-        for leaf in self._leaves[:size]:
-            prefix.append(leaf)
+        leaves = self._leaves
+        for start in range(0, HASH * size, HASH):
+            prefix.append(bytes(leaves[start : start + HASH]))
         return prefix.head()
+
+    def _head(self, size: int) -> str:
+        """The chain head after the first ``size`` events, in hex."""
+        return self._heads[HASH * size : HASH * (size + 1)].hex()
 
     def parse(self, batch: Batch, *, source: str = "<append>") -> list[Event]:
         """Decode and check a batch against everything accepted (SPEC §2); nothing changes.
@@ -162,9 +174,15 @@ class EngineState:
             self.events.append(event)
             self._ts.append(event.ts)
             canonical = canonical_event(event)
-            self._heads.append(heads[i] if heads is not None else step(self._heads[-1], canonical))
+            # the text is hashed here and never read again by the engine: the event keeps none
+            # (``canonical_event`` makes it again for whoever asks; issue 28: memory)
+            event.keep_canonical(None)
+            if heads is None:
+                self._heads += step(bytes(self._heads[-HASH:]), canonical)
+            else:
+                self._heads += heads[i]
             leaf = leaf_hash(canonical.encode("utf-8"))
-            self._leaves.append(leaf)
+            self._leaves += leaf
             self._tree.append(leaf)
             tenant = self._tenants.get(event.tenant)
             if tenant is None:
@@ -177,7 +195,8 @@ class EngineState:
         """Applying an erase (SPEC §21): the erased asserts become value-less copies in every
         list kept (the tenant's fold did its own), and the phases kept per class are dropped,
         so no record made before (an admitted value, a value derived from it) survives; the
-        next call computes them afresh, at whatever ``at``."""
+        next call computes them afresh, at whatever ``at``. (The tenant folded the erase at
+        once: ``TenantFold.add``.)"""
         facts = tenant.fold.facts
         for item in erase.erased:
             self.events[tenant.fold.positions[item.fact]] = facts[item.fact].event
@@ -194,7 +213,7 @@ class EngineState:
         with self.lock:  # validated against the very events it joins, none taken in between
             validate_log(parsed, index=self.index, source=source)
             self._extend([event for _, event in parsed], None)
-            return len(parsed), len(self.events), self._heads[-1].hex()
+            return len(parsed), len(self.events), self._heads[-HASH:].hex()
 
     # -- Γ -----------------------------------------------------------------------------
 
@@ -211,7 +230,7 @@ class EngineState:
             return self._resolve(actor, at, keys)
 
     def _resolve(self, actor: Actor, at: datetime, keys: Iterable[str] | None) -> Resolution:
-        head = self._heads[bisect.bisect_right(self._ts, at)].hex()
+        head = self._head(bisect.bisect_right(self._ts, at))
         view = self._view(actor, at, keys is None)
         if view is None:  # a prefix of the tenant: folded afresh
             fold, index = self._fresh(actor.tenant, at)
@@ -226,6 +245,7 @@ class EngineState:
         derived.ensure(fold, actor, at)
         derived.judge(fold.experiences)
         body = derived.context_body()  # the context block kept rendered, joined on render
+        positions, reasons = kept.tables()
         return Resolution(
             actor=actor,
             at=at,
@@ -238,8 +258,8 @@ class EngineState:
             ignored=self._ignored(derived, fold, kept),
             known_unknowns=body.known_unknowns,
             recheck_inputs=body.recheck_inputs,
-            positions=kept.positions.values(),
-            retract_reasons=kept.retract_reasons.values(),
+            positions=positions.values(),
+            retract_reasons=reasons.values(),
             context=body,
         )
 
@@ -303,8 +323,9 @@ class EngineState:
         ``at`` cuts the tenant's events (or the kept fold has run effects past it). ``whole``:
         every key will be asked, so a class not seen starts from another class's results."""
         kept = self._tenants.get(actor.tenant)
-        if kept is None or kept.events[-1][1].ts > at:
+        if kept is None or kept.events[-1].ts > at:
             return None
+        kept.catch_up()
         assert kept.through is not None
         # effects due before the log's last ts would run before any later event too
         until = min(at, self._ts[-1])
@@ -378,9 +399,11 @@ class EngineState:
     def _fresh(self, tenant: str, at: datetime) -> tuple[Fold, TenantIndex]:
         """The tenant's events with ``ts <= at`` folded afresh, with their index."""
         kept = self._tenants.get(tenant)
+        # (an erase is folded as it comes, so the kept fold knows every erasure even when
+        # the events after it wait to be folded: ``TenantFold.add``)
         fold = new_fold(tenant, self.policy, kept.fold.erasures if kept is not None else None)
         index = TenantIndex()
-        for pos, event in kept.events if kept is not None else ():
+        for pos, event in zip(kept.event_pos, kept.events) if kept is not None else ():
             if event.ts > at:
                 break
             fold.run_pending(event.ts)

@@ -1,5 +1,6 @@
-"""One tenant as the engine keeps it: its events, its fold advanced event by event, the
-fold's index, and a journal of the keys each step touched.
+"""One tenant as the engine keeps it: its events, its fold advanced event by event (when
+the tenant is asked about: one no one asks about keeps its events only), the fold's index,
+and a journal of the keys each step touched.
 
 A step is an event or a run of deferred (``valid_from``) effects. The engine's kept
 phases (``gamma.core.incremental.derived``) read the journal to learn which keys to compute
@@ -13,6 +14,7 @@ from __future__ import annotations
 import bisect
 import copy
 import operator
+from array import array
 from collections import defaultdict
 from datetime import datetime
 
@@ -47,20 +49,61 @@ def touched(fold: Fold, event: Event) -> set[str]:
     return set()  # an experience or a migration changes no fact
 
 
+#: Where a commit or an effect may supersede: a slot (key, scope) and explicit targets.
+Stake = tuple[str, str, tuple[str, ...]]
+
+
+def _slot_of(fact: FoldedFact) -> Stake:
+    return fact.event.key, fact.scope, fact.event.supersedes or ()
+
+
+def _commits(fold: Fold, event: Event) -> list[Stake]:
+    """Where folding ``event`` may supersede: an assert's slot and targets, or a promoted
+    fact's."""
+    if isinstance(event, Assert):
+        return [(event.key, event.scope or "global", event.supersedes or ())]
+    if isinstance(event, Promote):
+        return [_slot_of(fold.facts[event.fact])]
+    return []
+
+
+def _at_stake(fold: Fold, stakes: list[Stake]) -> list[FoldedFact]:
+    """The live facts with ``supersedes`` of their own that a step at ``stakes`` may
+    supersede (``_mooted`` looks at them after it)."""
+    found: list[FoldedFact] = []
+    for key, scope, targets in stakes:
+        found += [f for f in fold.live_by_slot.get((key, scope), ()) if f.event.supersedes]
+        found += [f for f in map(fold.facts.__getitem__, targets) if f.live and f.event.supersedes]
+    return found
+
+
+def _mooted(fold: Fold, stake: list[FoldedFact]) -> set[str]:
+    """The keys a superseded fact's own effect would have touched: if it was still pending, it
+    now never happens (``take_effect`` skips a fact no longer live), so the facts it named
+    stay live, in keys the step itself did not touch."""
+    return {key for fact in stake if not fact.live for key in effect_keys(fold, fact.id)}
+
+
 class TenantFold:
-    """One tenant's events (with their global positions), the fold advanced through them,
-    its index, and a journal of the keys each step touched (a step: an event or a run of
-    deferred effects)."""
+    """One tenant's events (with their global positions), the fold advanced through them
+    when the tenant is asked about (``catch_up``), its index, and a journal of the keys each
+    step touched (a step: an event or a run of deferred effects)."""
 
     def __init__(self, tenant: str, policy: Policy) -> None:
-        self.events: list[tuple[int, Event]] = []
+        # the events and, apart (a pair each would cost 64 bytes an event), their positions
+        self.events: list[Event] = []
+        self.event_pos = array("q")
+        self.folded = 0  # how many of them the fold has taken (``catch_up``)
         self.fold = new_fold(tenant, policy)
         self.index = TenantIndex()
-        self.journal: list[tuple[str, ...]] = []
+        # per step the keys it touched: one key as itself, else a tuple (``_keys``): a tuple
+        # of one costs 48 bytes a step (issue 28: memory)
+        self.journal: list[str | tuple[str, ...]] = []
         self.base = 0  # the version of journal[0]
         self.through: datetime | None = None  # deferred effects due at or before it have run
-        self.positions: Table[str, tuple[str, int]] = Table()
-        self.retract_reasons: Table[str, tuple[str, str]] = Table()
+        # the resolution's positions and retraction reasons, made when first asked
+        # (``tables``): a tenant no one asks of keeps none
+        self._tables: tuple[Table[str, tuple[str, int]], Table[str, tuple[str, str]]] | None = None
         # the fold's ignored entries in the order they arose; ``generation`` moves when the
         # list had to be made again from the fold's set
         self.ignored_log: list[tuple[str, str, str]] = []
@@ -80,14 +123,46 @@ class TenantFold:
     def version(self) -> int:
         return self.base + len(self.journal)
 
+    def tables(self) -> tuple[Table[str, tuple[str, int]], Table[str, tuple[str, str]]]:
+        """The resolution's ``positions`` and ``retract_reasons`` rows, kept from their first
+        ask on: each asserted fact with its position, each retracted one with its reason."""
+        if self._tables is None:
+            positions: Table[str, tuple[str, int]] = Table()
+            reasons: Table[str, tuple[str, str]] = Table()
+            for fact_id, pos in self.fold.positions.items():
+                positions.set(fact_id, (fact_id, pos))
+            for fact in self.fold.order:
+                if fact.retract_reason is not None:
+                    reasons.set(fact.id, (fact.id, fact.retract_reason))
+            self._tables = (positions, reasons)
+        return self._tables
+
     def add(self, pos: int, event: Event) -> None:
-        self.events.append((pos, event))
+        """Take the tenant's next event; it is folded when the tenant is next asked about
+        (``catch_up``), an erase at once (its values leave every copy now)."""
+        self.events.append(event)
+        self.event_pos.append(pos)
+        if isinstance(event, Erase):
+            self.catch_up()
+
+    def catch_up(self) -> None:
+        """Fold the events taken since the last call, one by one, as they came: the fold,
+        index, journal and logs are then what folding each on arrival makes, and a tenant
+        no one asks about keeps its events alone (issue 28: memory). Every reader of the
+        fold calls it first (the engine's ``_view``; ``_fresh`` reads only the erasures,
+        and an erase is folded as it comes)."""
+        for i in range(self.folded, len(self.events)):
+            self.folded = i + 1
+            self._fold(self.event_pos[i], self.events[i])
+
+    def _fold(self, pos: int, event: Event) -> None:
         fold = self.fold
         self.run_due(event.ts)
         grants, ignored = len(fold.key_grant_events), len(fold.ignored)
+        stake = _at_stake(fold, _commits(fold, event))
         fold_event(fold, pos, event)
         self.index.add(event, fold, grants)
-        self._note(touched(fold, event))
+        self._note(touched(fold, event) | _mooted(fold, stake))
         if len(fold.ignored) != ignored:
             targets = {getattr(event, "fact", None), getattr(event, "key", None)}
             targets.update(getattr(event, "supersedes", None) or ())
@@ -96,14 +171,15 @@ class TenantFold:
                 asserted = fold.facts[event.fact].event
                 self._log_ignored(asserted.id, set(asserted.supersedes or ()))
             self._check_log()
-        if isinstance(event, Assert):
-            self.positions.set(event.fact, (event.fact, pos))
-        elif isinstance(event, Erase):
+        if isinstance(event, Erase):
             self._forget(event)
-        elif isinstance(event, Retract):
-            reason = fold.facts[event.fact].retract_reason
-            if reason is not None:
-                self.retract_reasons.set(event.fact, (event.fact, reason))
+        elif self._tables is not None:
+            if isinstance(event, Assert):
+                self._tables[0].set(event.fact, (event.fact, pos))
+            elif isinstance(event, Retract):
+                reason = fold.facts[event.fact].retract_reason
+                if reason is not None:
+                    self._tables[1].set(event.fact, (event.fact, reason))
         if self.through is None or event.ts > self.through:
             self.through = event.ts
 
@@ -112,9 +188,8 @@ class TenantFold:
         fold's erased copies (same chain bytes), and no view made before it is kept."""
         fold = self.fold
         for item in erase.erased:
-            pos = fold.positions[item.fact]
-            at = bisect.bisect_left(self.events, pos, key=lambda entry: entry[0])
-            self.events[at] = (pos, fold.facts[item.fact].event)
+            at = bisect.bisect_left(self.event_pos, fold.positions[item.fact])
+            self.events[at] = fold.facts[item.fact].event
         self.overlay = None
         self._extras = None
         self._shadow = None  # its records may hold the destroyed values
@@ -125,8 +200,10 @@ class TenantFold:
         if pending and pending[0][0] <= until:
             due = due_ids(pending, until)
             ignored = len(self.fold.ignored)
-            self.fold.run_pending(until)
-            self._note(set().union(*(effect_keys(self.fold, f) for f in due)))
+            fold = self.fold
+            stake = _at_stake(fold, [_slot_of(fold.facts[f]) for f in due])
+            fold.run_pending(until)
+            self._note(set().union(*(effect_keys(fold, f) for f in due), _mooted(fold, stake)))
             if len(self.fold.ignored) != ignored:
                 for fact_id in due:
                     event = self.fold.facts[fact_id].event
@@ -155,7 +232,7 @@ class TenantFold:
             self.generation += 1
 
     def _note(self, keys: set[str]) -> None:
-        self.journal.append(tuple(keys))
+        self.journal.append(next(iter(keys)) if len(keys) == 1 else tuple(keys))
         if len(self.journal) > JOURNAL_KEPT:
             half = JOURNAL_KEPT // 2
             del self.journal[:half]
@@ -224,7 +301,7 @@ class TenantFold:
                 version >= self.base
                 and last.generation == self.generation
                 and last.pending == fold.pending
-                and all(last.keys.isdisjoint(keys) for keys in self.journal[version - self.base :])
+                and all(last.keys.isdisjoint(_keys(step)) for step in self.journal[version - self.base :])
             ):
                 assert self._shadow is not None  # a view is spent (``shadow``) with its overlay
                 facts, order, _ = self._shadow
@@ -244,7 +321,12 @@ class TenantFold:
         """The keys touched after ``version``; None when the journal no longer reaches it."""
         if version < self.base:
             return None
-        return {key for keys in self.journal[version - self.base :] for key in keys}
+        return {key for step in self.journal[version - self.base :] for key in _keys(step)}
+
+
+def _keys(step: str | tuple[str, ...]) -> tuple[str, ...]:
+    """The keys a step of the journal touched."""
+    return (step,) if isinstance(step, str) else step
 
 
 @attrs.frozen
