@@ -9,9 +9,11 @@ names the field as SPEC §2 says.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import attrs
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -219,3 +221,38 @@ def test_every_model_field_is_found_on_its_struct() -> None:
     (strict,) = parse_events([line])
     taken = plain_line(line, Policy())
     assert taken is not None and taken[0] == strict and strict.subject == "s"
+
+
+@pytest.mark.parametrize("escaped", [False, True])
+def test_a_non_ascii_string_kept_holds_no_utf8_copy(escaped: bool) -> None:
+    """Encoding the canonical text caches a UTF-8 copy inside each non-ASCII string it
+    reads, for the string's life: the event keeps a copy without it (issue 27: the non-ASCII
+    encodings cost more memory per event only by that cache). ``sys.getsizeof`` counts it."""
+    accented = "v \u00e9\u20ac \U0001f600"
+    written = [
+        {**json.loads(EVERY_TYPE[1]), "id": "e\u00e9", "value": accented, "derivation": None},
+        json.loads(EVERY_TYPE[5]) | {"content": accented},
+        json.loads(EVERY_TYPE[6]) | {"reason": accented},
+    ]
+    for obj in written:
+        obj = {name: value for name, value in obj.items() if value is not None}
+        taken = plain_module.typed_line(json.dumps(obj, ensure_ascii=escaped), None)
+        assert taken is not None
+        event = taken[0]
+        for name in ("id", "value", "content", "reason"):
+            held = getattr(event, name, None)
+            if isinstance(held, str) and not held.isascii():
+                assert held == obj[name]
+                assert sys.getsizeof(held) == sys.getsizeof("".join((held, ""))), name
+
+
+def test_convert_is_handed_a_struct_not_the_attrs_class() -> None:
+    """``msgspec.convert`` analyses an attrs class again on every call (looking for
+    ``__dataclass_fields__`` first: an AttributeError raised and cleared per event); a struct's
+    analysis it keeps. Each kind's build converts into a one-field struct holding its event."""
+    for door in plain_module._DOORS.values():
+        held = door.build.__globals__["_held"]
+        assert issubclass(held, msgspec.Struct)
+        assert msgspec.structs.fields(held)[0].type is door.model
+        assert not hasattr(door.model, "__dataclass_fields__")
+        assert "_held" in door.build.__code__.co_names
