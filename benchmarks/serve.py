@@ -19,6 +19,17 @@ the first tenant), starts ``python -m gamma serve STORE --callers FILE --port P`
   seconds of load (``--rss-clients`` clients, evaluations with a batch every tenth request):
   first, last, max and the least-squares slope after the first tenth of the run.
 
+The client (``--client``): ``wrk`` (a C load generator, HdrHistogram percentiles; Debian's
+``wrk`` 4.1) when it is installed, else httpx. wrk runs the floor, single, concurrent and
+batch parts for ``--wrk-seconds`` per window from a Lua script written for the part (each
+request pre-formatted with its body and bearer header, the callers and facts taken in turn;
+``response`` counts every status outside 2xx and ``done`` prints the percentiles as JSON;
+any non-2xx or socket error fails the part): its own round trip is ~0.05 ms where httpx's
+is 2-5 ms on these cores, so what it measures is the server. With wrk the 64 clients are 64
+connections whose requests take the probe callers in turn (wrk has no per-connection
+header), not one caller per connection. The watcher and the RSS run stay httpx's. Every
+part says which client measured it (``client``).
+
 Beside the client's latencies, ``server_side_ms`` estimates the app's own from the server's
 ``/metrics`` histogram. A response other than 200 (an endpoint the server does not serve yet,
 a refusal) stops its part with the endpoint, status and body, and the run exits 1: no
@@ -28,6 +39,9 @@ met (``at_issue_scale``: the run had 1M events across 1,000 tenants and 10 minut
 
     python benchmarks/serve.py --events 20000 --tenants 50 --duration 10 --out s.json  # quick
     python benchmarks/serve.py --workdir /tmp/serve-1m --duration 600 --out serve.json  # issue
+    python benchmarks/serve.py --workdir W --client httpx ...  # the httpx clients, as before
+    git worktree add /tmp/head HEAD  # before and after in one run: two servers, windows interleaved
+    python benchmarks/serve.py --workdir W --compare-path /tmp/head ...
 
 The client shares the machine with the server: its CPU time is reported beside each part.
 This is a script, not a test: it is not collected by pytest.
@@ -39,8 +53,10 @@ import argparse
 import asyncio
 import gc
 import json
+import math
 import multiprocessing
 import os
+import resource
 import secrets
 import shutil
 import socket
@@ -196,8 +212,12 @@ def _free_port() -> int:
 class Server:
     """``python -m gamma serve`` as a child process; its CPU time and RSS from /proc."""
 
-    def __init__(self, store: Path, callers: Path, work: Path, extra: list[str]) -> None:
+    def __init__(self, store: Path, callers: Path, work: Path, extra: list[str],
+                 path: str | None = None) -> None:  # fmt: skip
         self.port = _free_port()
+        self.env = dict(os.environ)
+        if path:  # another checkout's gamma (a worktree of HEAD, for before and after)
+            self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [path, self.env.get("PYTHONPATH")]))
         self.base = f"http://127.0.0.1:{self.port}"
         self.argv = [sys.executable, "-m", "gamma", "serve", str(store), "--callers", str(callers),
                      "--port", str(self.port), *extra]  # fmt: skip
@@ -209,7 +229,7 @@ class Server:
         """Start the server and wait for ``/readyz`` (200); seconds until it was ready."""
         t0 = time.perf_counter()
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env)
         with httpx.Client(base_url=self.base, trust_env=False, timeout=5) as client:
             while time.perf_counter() - t0 < timeout:
                 if self.proc.poll() is not None:
@@ -363,10 +383,12 @@ async def _windows(server: Server, clients: list[httpx.AsyncClient], ways: dict[
     for name, row in sums.items():
         n, wall, cpu = len(row["ms"]), row["wall"], row["cpu"]
         out[name] = {
-            "clients": len(clients), "latency_ms": _percentiles(row["ms"]), "wall_s": round(wall, 2),
+            "client": "httpx", "clients": len(clients), "latency_ms": _percentiles(row["ms"]),
+            "wall_s": round(wall, 2),
             "server_side_ms": _quantiles(row["buckets"]) if single else None,
             "requests_per_s": round(n / wall, 1), "server_cpu_s": round(cpu, 2),
             "requests_per_server_cpu_s": round(n / cpu, 1) if cpu else None,
+            "server_cpu_us_per_request": round(cpu / n * 1e6, 1) if n else None,
             "client_cpu_s": round(row["mine"], 2), "loadavg_before": load, "loadavg_after": _loadavg(),
         }  # fmt: skip
     return out
@@ -418,10 +440,197 @@ def _healthz(client: httpx.AsyncClient, i: int) -> Awaitable[httpx.Response]:
     return client.get("/healthz")
 
 
+#: the empty request, for wrk
+HEALTHZ: tuple[str, str, str, str] = ("GET", "/healthz", "", "")
+
+
 def _beyond(measured: dict[str, Any], floor: dict[str, Any]) -> dict[str, float]:
     """Latency percentiles beyond the floor's (the empty request at the same concurrency)."""
     return {f"{q}_beyond_floor_ms": round(measured["latency_ms"][q] - floor["latency_ms"][q], 3)
             for q in ("p50", "p99")}  # fmt: skip
+
+
+# --- wrk ----------------------------------------------------------------------------------
+
+#: One request of a wrk script: method, path, bearer token ("" for none) and JSON body ("" for none).
+Spec = tuple[str, str, str, str]
+
+_WRK_LUA = """
+-- written by benchmarks/serve.py: the requests in turn; every non-2xx counted; JSON at the end
+local specs = {%(specs)s}
+local reqs = {}
+local n = 0
+errors = 0
+bad = ""
+local threads = {}
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  for k, s in ipairs(specs) do
+    local headers = {}
+    if s[3] ~= "" then headers["Authorization"] = "Bearer " .. s[3] end
+    local body = nil
+    if s[4] ~= "" then
+      headers["Content-Type"] = "application/json"
+      body = s[4]
+    end
+    reqs[k] = wrk.format(s[1], s[2], headers, body)
+  end
+end
+
+function request()
+  n = n + 1
+  return reqs[(n - 1) %% #reqs + 1]
+end
+
+function response(status, headers, body)
+  if status < 200 or status > 299 then
+    errors = errors + 1
+    if bad == "" then bad = status .. " " .. string.sub(body or "", 1, 300) end
+  end
+end
+
+function done(summary, latency, requests)
+  local non2xx = 0
+  local example = ""
+  for _, t in ipairs(threads) do
+    non2xx = non2xx + t:get("errors")
+    if example == "" then example = t:get("bad") or "" end
+  end
+  local q = {}
+  for k = 1, 1000 do q[k] = string.format("%%d", latency:percentile(k / 10)) end
+  local e = summary.errors
+  io.write(string.format(
+    'WRK_JSON {"requests":%%d,"duration_us":%%d,"non_2xx":%%d,"connect":%%d,"read":%%d,' ..
+    '"write":%%d,"timeout":%%d,"status":%%d,"max_us":%%d,"mean_us":%%.1f,"quantiles_us":[%%s]}\\n',
+    summary.requests, summary.duration, non2xx, e.connect, e.read, e.write, e.timeout,
+    e.status, latency.max, latency.mean, table.concat(q, ",")))
+  if example ~= "" then io.write("WRK_BAD " .. example .. "\\n") end
+end
+"""
+
+
+def _lua_text(text: str) -> str:
+    """``text`` as a Lua long string (JSON bodies and hex tokens hold no ``]==]``)."""
+    if "]==]" in text:
+        raise BenchError(f"a request holds ']==]': {text[:80]}")
+    return f"[==[{text}]==]"
+
+
+def wrk_script(specs: list[Spec]) -> str:
+    """The Lua script of a wrk run sending ``specs`` in turn."""
+    rows = ", ".join("{" + ", ".join(_lua_text(part) for part in spec) + "}" for spec in specs)
+    return _WRK_LUA % {"specs": rows}
+
+
+def wrk_version() -> str | None:
+    path = shutil.which("wrk")
+    if path is None:
+        return None
+    run = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    return (run.stdout + run.stderr).split("Copyright")[0].strip() or "wrk"
+
+
+async def run_wrk(base: str, script: Path, *, connections: int, threads: int,
+                  seconds: float) -> dict[str, Any]:  # fmt: skip
+    """One wrk window; its ``done`` JSON with the client's CPU seconds (``client_cpu_s``)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = await asyncio.create_subprocess_exec(
+        "wrk", "-t", str(min(threads, connections)), "-c", str(connections),
+        "-d", f"{max(1, math.ceil(seconds))}s", "--timeout", "30s", "-s", str(script), base,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    text = out.decode("utf-8", "replace")
+    line = next((x for x in text.splitlines() if x.startswith("WRK_JSON ")), None)
+    if proc.returncode != 0 or line is None:
+        raise BenchError(f"wrk failed ({proc.returncode}): {text[-500:]} {err.decode()[-500:]}")
+    found: dict[str, Any] = json.loads(line[len("WRK_JSON "):])
+    bad = next((x[len("WRK_BAD "):] for x in text.splitlines() if x.startswith("WRK_BAD ")), None)
+    sockets = {k: found[k] for k in ("connect", "read", "write", "timeout")}
+    if found["non_2xx"] or any(sockets.values()):
+        raise BenchError(f"wrk: {found['non_2xx']} responses outside 2xx (first: {bad}),"
+                         f" socket errors {sockets}")  # fmt: skip
+    found["client_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return found
+
+
+def _merged_percentiles(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """p50/p90/p99/max in ms over several wrk windows: each window's 1,000 quantiles stand
+    for its requests in equal shares (exact within a window up to HdrHistogram's precision)."""
+    points: list[tuple[float, float]] = []
+    for w in windows:
+        share = w["requests"] / len(w["quantiles_us"])
+        points += [(q / 1e3, share) for q in w["quantiles_us"]]
+    points.sort()
+    total = sum(s for _, s in points)
+
+    def at(q: float) -> float:
+        acc = 0.0
+        for value, share in points:
+            acc += share
+            if acc >= q * total - 1e-9:
+                return round(value, 3)
+        return round(points[-1][0], 3)
+
+    return {"p50": at(0.5), "p90": at(0.9), "p99": at(0.99),
+            "max": round(max(w["max_us"] for w in windows) / 1e3, 3),
+            "n": sum(w["requests"] for w in windows)}  # fmt: skip
+
+
+WrkWay = tuple[str, list[Spec], int]  # the route (metrics label), the requests, connections
+
+
+async def wrk_windows(servers: list[Server], ways: dict[str, WrkWay], work: Path, *, seconds: float,
+                      rounds: int, threads: int) -> list[dict[str, dict[str, Any]]]:  # fmt: skip
+    """``closed_loop``'s figures measured by wrk, per server: per way a warm-up second, then
+    the ways (and the servers: a comparison's windows interleave) alternate ``rounds`` times
+    for ``seconds`` each; server CPU and its histogram per window."""
+    scripts = {}
+    for name, (_, specs, _) in ways.items():
+        scripts[name] = work / f"wrk-{name}.lua"
+        scripts[name].write_text(wrk_script(specs), encoding="utf-8")
+    for server in servers:
+        for name, (_, _, conns) in ways.items():
+            await run_wrk(server.base, scripts[name], connections=conns, threads=threads, seconds=1)
+    load = _loadavg()
+    sums = [{n: {"windows": [], "cpu": 0.0, "buckets": {}} for n in ways} for _ in servers]
+    for _ in range(rounds):
+        for name, (route, _, conns) in ways.items():
+            for server, by_way in zip(servers, sums, strict=True):
+                row: dict[str, Any] = by_way[name]
+                single = len(server.pids()) == 1
+                async with _client(server.base, server.scraper) as scraper:
+                    before = await _histogram(scraper, route) if single else {}
+                    cpu0 = server.cpu_s()
+                    row["windows"].append(await run_wrk(server.base, scripts[name], connections=conns,
+                                                        threads=threads, seconds=seconds))  # fmt: skip
+                    row["cpu"] += server.cpu_s() - cpu0
+                    for le, c in (await _histogram(scraper, route) if single else {}).items():
+                        row["buckets"][le] = row["buckets"].get(le, 0) + c - before.get(le, 0)
+    return [_wrk_rows(by_way, ways, load, len(server.pids()) == 1) for server, by_way in zip(servers, sums, strict=True)]
+
+
+def _wrk_rows(sums: dict[str, dict[str, Any]], ways: dict[str, WrkWay], load: str,
+              single: bool) -> dict[str, dict[str, Any]]:  # fmt: skip
+    out = {}
+    for name, row in sums.items():
+        windows, cpu = row["windows"], row["cpu"]
+        n, wall = sum(w["requests"] for w in windows), sum(w["duration_us"] for w in windows) / 1e6
+        out[name] = {
+            "client": "wrk", "clients": ways[name][2], "latency_ms": _merged_percentiles(windows),
+            "wall_s": round(wall, 2), "server_side_ms": _quantiles(row["buckets"]) if single else None,
+            "requests_per_s": round(n / wall, 1), "server_cpu_s": round(cpu, 2),
+            "requests_per_server_cpu_s": round(n / cpu, 1) if cpu else None,
+            "server_cpu_us_per_request": round(cpu / n * 1e6, 1) if n else None,
+            "client_cpu_s": round(sum(w["client_cpu_s"] for w in windows), 2),
+            "loadavg_before": load, "loadavg_after": _loadavg(),
+        }  # fmt: skip
+    return out
 
 
 class Bench:
@@ -430,6 +639,7 @@ class Bench:
     def __init__(self, server: Server, meta: dict[str, Any], tokens: dict[str, str], writer: str,
                  args: argparse.Namespace) -> None:  # fmt: skip
         self.server, self.args, self.writer = server, args, writer
+        self.compared: Server | None = None  # --compare-path: another checkout's server
         self.actors = meta["actors"]
         self.tokens = tokens
         others = [f for a in self.actors[1:] for f in meta["facts"][a["tenant"]][:2]]
@@ -439,6 +649,35 @@ class Bench:
             foreign = [f for f in others if not f.startswith(actor["tenant"] + "-")]
             foreign = foreign[: len(own) // 8]
             self.targets[actor["id"]] = own + foreign
+
+    @property
+    def wrk(self) -> bool:
+        return bool(self.args.client == "wrk")
+
+    def _eval_specs(self, actors: list[dict[str, Any]], per_actor: int | None = None) -> list[Spec]:
+        """Evaluations for wrk: the actors in turn, each over its targets."""
+        lists = {a["id"]: self.targets[a["id"]][:per_actor] for a in actors}
+        rounds = max(len(v) for v in lists.values())
+        return [("POST", EVALUATION, self.tokens[a["id"]],
+                 json.dumps(evaluation_body(a, lists[a["id"]][i % len(lists[a["id"]])])))
+                for i in range(rounds) for a in actors]  # fmt: skip
+
+    def _batch_specs(self, actor: dict[str, Any], count: int = 16) -> list[Spec]:
+        facts, size = self.targets[actor["id"]], self.args.batch_size
+        return [("POST", EVALUATIONS, self.tokens[actor["id"]],
+                 json.dumps(evaluations_body(actor, [facts[(i * size + j) % len(facts)] for j in range(size)])))
+                for i in range(count)]  # fmt: skip
+
+    async def _wrk(self, ways: dict[str, WrkWay]) -> dict[str, dict[str, Any]]:
+        """The ways on the server, and on the compared one (``--compare-path``) in between:
+        its rows under ``compared`` in each way's row."""
+        servers = [self.server, *([self.compared] if self.compared is not None else [])]
+        found = await wrk_windows(servers, ways, self.args.work, seconds=self.args.wrk_seconds,
+                                  rounds=self.args.rounds, threads=self.args.wrk_threads)  # fmt: skip
+        if len(found) > 1:
+            for name, row in found[0].items():
+                row["compared"] = {"path": self.args.compare_path, **found[1][name]}
+        return found[0]
 
     def _eval_call(self, actor: dict[str, Any]) -> Call:
         facts = self.targets[actor["id"]]
@@ -476,6 +715,11 @@ class Bench:
     async def single(self) -> dict[str, Any]:
         """One client: evaluations, and ``GET /healthz`` beside them (HTTP and client cost)."""
         actor = self.actors[0]
+        if self.wrk:
+            rows = await self._wrk({"evaluation": (EVALUATION, self._eval_specs([actor]), 1),
+                                    "healthz": ("/healthz", [HEALTHZ], 1)})  # fmt: skip
+            evaluation, floor = rows["evaluation"], rows["healthz"]
+            return {**evaluation, "floor_healthz": floor, **_beyond(evaluation, floor)}
         async with _client(self.server.base, self.tokens[actor["id"]]) as client:
             ways = {"evaluation": (EVALUATION, [self._eval_call(actor)]),
                     "healthz": ("/healthz", [_healthz])}  # fmt: skip
@@ -486,6 +730,14 @@ class Bench:
 
     async def concurrent(self) -> dict[str, Any]:
         actors = [self.actors[k % len(self.actors)] for k in range(self.args.clients)]
+        if self.wrk:
+            distinct = list({a["id"]: a for a in actors}.values())
+            n = self.args.clients
+            rows = await self._wrk({"evaluation": (EVALUATION, self._eval_specs(distinct, 16), n),
+                                    "healthz": ("/healthz", [HEALTHZ], n)})  # fmt: skip
+            evaluation, floor = rows["evaluation"], rows["healthz"]
+            return {"evaluation": evaluation, "floor_healthz": floor, **_beyond(evaluation, floor),
+                    "distinct_callers": len(distinct), "callers": "taken in turn per request"}  # fmt: skip
         clients = [_client(self.server.base, self.tokens[a["id"]]) for a in actors]
         try:
             ways = {"evaluation": (EVALUATION, [self._eval_call(a) for a in actors]),
@@ -500,9 +752,12 @@ class Bench:
 
     async def batch(self) -> dict[str, Any]:
         actor = self.actors[0]
-        async with _client(self.server.base, self.tokens[actor["id"]]) as client:
-            ways = {"batch": (EVALUATIONS, [self._batch_call(actor)])}
-            rows = await closed_loop(self.server, [client], ways, self.args.batches, warmup=20, rounds=1)
+        if self.wrk:
+            rows = await self._wrk({"batch": (EVALUATIONS, self._batch_specs(actor), 1)})
+        else:
+            async with _client(self.server.base, self.tokens[actor["id"]]) as client:
+                ways = {"batch": (EVALUATIONS, [self._batch_call(actor)])}
+                rows = await closed_loop(self.server, [client], ways, self.args.batches, warmup=20, rounds=1)
         row, size = rows["batch"], self.args.batch_size
         per_cpu = row["requests_per_server_cpu_s"]
         return {**row, "size": size, "evaluations_per_server_cpu_s": per_cpu and round(per_cpu * size, 1)}
@@ -689,17 +944,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--build-only", action="store_true", help="build the store in --workdir, measure nothing")
     ap.add_argument("--ready-timeout", type=float, default=900)
     ap.add_argument("--server-arg", action="append", default=[], help="passed to gamma serve (repeatable)")
+    ap.add_argument("--client", choices=("auto", "wrk", "httpx"), default="auto",
+                    help="the load generator of the single, concurrent and batch parts"
+                         " (auto: wrk when installed, else httpx)")  # fmt: skip
+    ap.add_argument("--wrk-seconds", type=float, default=5, help="seconds per wrk window (default 5)")
+    ap.add_argument("--wrk-threads", type=int, default=1, help="wrk threads (default 1)")
+    ap.add_argument("--server-path", default=None,
+                    help="run the server from this checkout's gamma (PYTHONPATH; e.g. a worktree of HEAD)")
+    ap.add_argument("--compare-path", default=None,
+                    help="also serve a copy of the store from this checkout's gamma, its wrk windows"
+                         " interleaved with the server's (before and after in one run)")  # fmt: skip
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    version = wrk_version()
+    if args.client == "auto":
+        args.client = "wrk" if version else "httpx"
+    if args.client == "wrk" and version is None:
+        ap.error("--client wrk: wrk is not installed")
     parts = [p for p in args.parts.split(",") if p]
     if unknown := sorted(set(parts) - set(PARTS)):
         ap.error(f"--parts: unknown {unknown}")
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gamma-serve-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    args.work = work
     probes = min(args.tenants, args.clients)
     report: dict[str, Any] = {"benchmark": "serve", "command": [sys.executable, *sys.argv],
-                              "environment": _environment(), "options": vars(args)}  # fmt: skip
-    server = None
+                              "environment": _environment(),
+                              "options": {k: str(v) if k == "work" else v for k, v in vars(args).items()},
+                              "client": {"wrk": version, "httpx": httpx.__version__}[args.client]}  # fmt: skip
+    server = compared = None
     try:
         store, meta = store_for(work, args.events, args.tenants, probes, args.seed,
                                 copy=not args.build_only)  # fmt: skip
@@ -708,13 +981,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.build_only:
             return _write(report, args.out)
         tokens, writer, scraper = write_callers(work / "callers.toml", meta["actors"])
-        server = Server(store, work / "callers.toml", work, args.server_arg)
+        server = Server(store, work / "callers.toml", work, args.server_arg, args.server_path)
         server.scraper = scraper
-        report["server"] = {"argv": server.argv[1:], "ready_s": round(server.start(args.ready_timeout), 2),
+        report["server"] = {"argv": server.argv[1:], "path": args.server_path, "ready_s": round(server.start(args.ready_timeout), 2),
                             "rss_mib_ready": round(server.rss_mib(), 1)}  # fmt: skip
         report["at_issue_scale"] = args.events >= 10**6 and args.tenants >= 1000 and args.duration >= 600
         try:
-            asyncio.run(measure(Bench(server, meta, tokens, writer, args), parts, report))
+            bench = Bench(server, meta, tokens, writer, args)
+            if args.compare_path:
+                other = work / "run-b.db"
+                for stale in work.glob("run-b.db*"):
+                    stale.unlink()
+                shutil.copyfile(store, other)
+                bench.compared = compared = Server(other, work / "callers.toml", work, args.server_arg,
+                                                   args.compare_path)  # fmt: skip
+                compared.log = work / "server-b.log"
+                compared.scraper = scraper
+                report["compared_server"] = {"argv": compared.argv[1:], "path": args.compare_path,
+                                             "ready_s": round(compared.start(args.ready_timeout), 2)}  # fmt: skip
+            asyncio.run(measure(bench, parts, report))
         finally:
             report["goals"] = goals(report)
     except BenchError as error:
@@ -723,6 +1008,8 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None and server.log.exists():
             report["server_log_tail"] = server.tail()
     finally:
+        if compared is not None:
+            compared.stop()
         if server is not None:
             server.stop()
             report.setdefault("server", {})["exit"] = server.proc.returncode if server.proc else None

@@ -6,6 +6,8 @@ over one store, and a server stopped mid-request, have their own.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import hashlib
 import json
 import signal
@@ -33,7 +35,7 @@ import gamma  # noqa: E402
 from gamma.audit.checkpoint import generate_key, verify_checkpoint  # noqa: E402
 from gamma.cli import main  # noqa: E402
 from gamma.core.reading.events import load_events  # noqa: E402
-from gamma.serve.app import ROUTES, create_app  # noqa: E402
+from gamma.serve.app import HTTP_PROTOCOL, ROUTES, OneSendHttpTools, OneSendTransport, create_app  # noqa: E402
 from gamma.serve.config import ServeConfig  # noqa: E402
 from gamma.serve.endpoints import HANDLERS  # noqa: E402
 from gamma.serve.freshness import FreshnessToken  # noqa: E402
@@ -417,6 +419,58 @@ def server_store(server: Server) -> Path:
         assert report.ok, report.render()
 
 
+class TestOneSend:
+    """A response's head and body leave in one send (the transport ``run_server`` gives uvicorn)."""
+
+    def test_a_turns_writes_are_one_send_and_a_close_sends_first(self) -> None:
+        sent: list[object] = []
+
+        class Transport:
+            def write(self, data: bytes) -> None:
+                sent.append(data)
+
+            def is_closing(self) -> bool:
+                return False
+
+            def close(self) -> None:
+                sent.append("closed")
+
+            def get_extra_info(self, name: str) -> object:
+                return ("127.0.0.1", 1) if name == "peername" else None
+
+        async def main() -> None:
+            one = OneSendTransport(Transport(), asyncio.get_running_loop())  # type: ignore[arg-type]
+            one.write(b"HTTP/1.1 200 OK\r\n\r\n")
+            one.write(b"{}")
+            assert sent == []  # held for the turn
+            await asyncio.sleep(0)
+            assert sent == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
+            one.write(b"last")
+            one.close()
+            assert sent[1:] == [b"last", "closed"]
+            assert one.get_extra_info("peername") == ("127.0.0.1", 1)
+
+        asyncio.run(main())
+        assert HTTP_PROTOCOL is OneSendHttpTools  # the serve extra brings httptools
+
+
+class TestHeap:
+    """A worker's app (``factory``) freezes what the folded store left alive; a library's does not."""
+
+    def test_only_a_worker_freezes_its_heap(self, tmp_path: Path) -> None:
+        store = make_store(tmp_path / "memory.db")
+        write_callers(tmp_path / "callers.toml", CALLERS)
+        config = ServeConfig(store=str(store), callers=str(tmp_path / "callers.toml"))
+        gc.unfreeze()
+        try:
+            with TestClient(create_app(config)):
+                assert gc.get_freeze_count() == 0
+            with TestClient(create_app(config, freeze_heap=True)):
+                assert gc.get_freeze_count() > 0
+        finally:
+            gc.unfreeze()
+
+
 class TestWorkers:
     """Two workers over one store, writes raced against reads with freshness tokens."""
 
@@ -570,13 +624,13 @@ class TestFailures:
         """A decision whose row cannot be written is 503 and carries no decision."""
         client, service, _ = app
 
-        def refuse(entry: object) -> int:
+        def refuse(rows: object, **options: object) -> list[int]:
             raise DecisionLogFailure("disk full")
 
         def locked() -> object:
             raise DecisionLogFailure("database is locked")
 
-        service._decisions.record = refuse
+        service._decisions.commit = refuse  # on the loop's thread or the engine's
         service._decisions.writing = locked  # a write takes the log's lock before the store
         before = len(service.engine)
         response = client.post("/access/v1/evaluation", json=evaluation("F1"))
@@ -603,8 +657,10 @@ class TestFailures:
         def crash(*args: object) -> dict[str, Any]:
             raise RuntimeError("secret internals")
 
-        service.handlers["evaluation"], service.handlers["resolve"] = slow, crash
-        late = client.post("/access/v1/evaluation", json=evaluation("F1"))
+        # a long job (a search, here) runs on the engine thread, under the deadline; a short
+        # evaluation runs on the event loop's thread when it is free (TestInline)
+        service.handlers["search/resource"], service.handlers["resolve"] = slow, crash
+        late = client.post("/access/v1/search/resource", json=evaluation("F1"))
         assert late.status_code == 504 and late.json()["error"]["code"] == "timeout"
         release.set()  # the abandoned call ends before the next request is timed
         assert finished.wait(10)

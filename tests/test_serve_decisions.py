@@ -36,6 +36,7 @@ from gamma.storage.decisions import (
     DecisionEntry,
     DecisionLog,
     DecisionLogFailure,
+    DecisionLogLocked,
     decision_log_path,
 )
 from gamma.storage.engine import Engine
@@ -785,3 +786,38 @@ def test_an_open_decision_log_keeps_its_wal_while_this_process_looks_at_it(tmp_p
         DecisionLog.open(path).close()  # a second worker of this process
         subprocess.run([sys.executable, "-c", other, str(path)], check=True)
         assert wal.exists(), "the live WAL was checkpointed and deleted under an open log"
+
+
+class TestCommit:
+    """``commit``: prepared rows chained from a tail carried in memory, in one statement."""
+
+    def test_two_writers_interleaved_keep_one_chain(self, tmp_path: Path) -> None:
+        """Two connections (two workers) commit in turn, alone and in groups: each one's
+        carried tail is stale after the other wrote, the rows still take the next seqs, and the
+        chain computed here independently verifies."""
+        path = tmp_path / "memory.decisions"
+        with DecisionLog.open(path) as a, DecisionLog.open(path) as b:
+            seqs = a.commit([a.prepare(entry(1))])
+            seqs += b.commit([b.prepare(entry(n)) for n in (2, 3, 4)])
+            seqs += a.commit([a.prepare(entry(n)) for n in (5, 6)])  # its tail is seq 1: stale
+            seqs += a.commit([a.prepare(entry(7))], wait=False)
+            seqs += b.commit([b.prepare(entry(8))], wait=False)
+            assert seqs == list(range(1, 9))
+            report = a.verify()
+            assert report.ok and report.seq == 8 and report.head == format_2_chain(path)
+            assert [e.request for _, e in a.entries()] == [entry(n).request for n in range(1, 9)]
+
+    def test_a_commit_that_may_not_wait_leaves_the_lock_to_its_holder(self, tmp_path: Path) -> None:
+        """The lock held by another connection: ``wait=False`` is DecisionLogLocked at once,
+        nothing written; then, waiting, it is written once the holder commits."""
+        path = tmp_path / "memory.decisions"
+        with DecisionLog.open(path) as log, DecisionLog.open(path) as other:
+            log.record(entry(1))
+            with other.writing() as insert:
+                insert(entry(2))
+                started = time.perf_counter()
+                with pytest.raises(DecisionLogLocked):
+                    log.commit([log.prepare(entry(3))], wait=False)
+                assert time.perf_counter() - started < 0.5
+            assert log.commit([log.prepare(entry(3))], wait=False) == [3]
+            assert log.verify().ok and len(log) == 3

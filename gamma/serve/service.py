@@ -13,10 +13,10 @@ auditor's may name a time), but never before the last event of the log it is dec
 over: a revoke stamped within the current second is in force for every decision that
 holds it. At-exact views are kept, the last ``EXACT_KEPT`` used.
 
-A decision is recorded in the decision log on the engine thread, after the handler and
-before anything is returned: if the record fails, the caller gets 503 and never the
+A decision is recorded in the decision log on the thread that decided it, after the
+handler and before anything is returned: if the record fails, the caller gets 503 and never the
 decision (fail closed). The engine thread takes every request queued when it looks
-(up to ``GROUP_MAX``), decides them in order and records their rows in one transaction
+(up to ``GROUP_MAX``), decides them in order and records their rows in one commit
 (group commit: one lock, one commit for many decisions under load, and one read of the
 store before them); no answer of the group leaves before its commit. A row that cannot be
 encoded fails its own request only, the rest of its group is recorded without it; a lock
@@ -29,6 +29,22 @@ too, with their status, so the log holds every answer the server gave about the
 store; requests that never reached a handler (401, 413, a freshness wait that ran
 out) are not decisions and are not recorded.
 
+A short decision (an evaluation, a batch of up to ``INLINE_BATCH``) is decided on the event
+loop's own thread, with no hop to the engine thread, when that is as safe as the hop: no job
+is on the engine thread or queued for it (so nothing mutates the engine meanwhile; the
+check and the decision hold ``_inline_lock``, which every submission takes too), no
+freshness token is asked for, and the engine is current: the store's ``data_version``
+(read through a read-only connection of the loop's own) has not moved since before the
+last read the engine thread made for a decision. Its row is committed on the loop's thread
+too, after the decision, with every other decided in the same turn of the loop (group
+commit on the loop: one statement, no thread), without waiting for the log's lock: when
+another worker holds it, the engine thread commits them, waiting, first in its queue. No
+answer leaves before its row is committed; a job submitted for the engine thread first
+commits the rows waiting, so the log keeps the order decisions were made in. A long job (a
+search, a resolve, a large batch, a freshness wait, a write) always runs on the engine
+thread, under the 504 deadline; a request past its deadline while its row waits for the
+commit is answered 504 and its row still committed (decided, logged, not delivered).
+
 Freshness tokens are MACs under the deployment's token key, which the decision log keeps
 (``gamma.serve.freshness``): every worker that opens the log reads the same key, so a
 token one worker returned is checked by any other, and after a restart.
@@ -37,6 +53,7 @@ token one worker returned is checked by any other, and after a restart.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import queue
 import threading
@@ -67,6 +84,8 @@ from gamma.storage.decisions import (
     DecisionEntry,
     DecisionLog,
     DecisionLogFailure,
+    DecisionLogLocked,
+    PreparedRow,
     decision_log_path,
 )
 from gamma.storage.engine import Engine
@@ -75,6 +94,7 @@ from gamma.storage.store import KEY_ENV, Store, check_key, read_key_file
 __all__ = [
     "Answer",
     "GROUP_MAX",
+    "INLINE_BATCH",
     "KEY_ENV",
     "NotConfigured",
     "POLL",
@@ -97,6 +117,10 @@ EXACT_KEPT = 4
 ACTORS_KEPT = 4096
 #: Decisions the engine thread takes from its queue at once and records in one commit.
 GROUP_MAX = 64
+#: The largest batch of evaluations decided on the event loop's thread (a few ms at most).
+INLINE_BATCH = 100
+#: The decisions short enough to be decided on the event loop's thread (see the module's text).
+_INLINE = frozenset({"evaluation", "evaluations"})
 
 
 class NotConfigured(ServeError):
@@ -140,6 +164,13 @@ class _Decided:
 Settled = tuple[asyncio.Future[Any], Any, BaseException | None]
 #: A job, and the value or the error its request is answered with.
 JobOutcome = tuple[_Job, Any, BaseException | None]
+
+
+def _unlogged(exc: DecisionLogFailure) -> DecisionLogError:
+    """The refusal of a decision whose row could not be committed (503: fail closed)."""
+    error = DecisionLogError(f"the decision log could not be written, so nothing is answered: {exc}")
+    error.__cause__ = exc
+    return error
 
 
 def _settle(results: list[Settled]) -> None:
@@ -220,6 +251,16 @@ class Service:
         self._last_ts: datetime | None = None  # the ts of the last event held (engine thread)
         self._actors: dict[Caller, dict[str, Any]] = {}  # each caller's actor, unstructured
         self._formatted: tuple[datetime, str] | None = None  # the last time formatted
+        # deciding on the event loop's thread: jobs submitted and not yet finished with by the
+        # engine thread (under the lock), the loop's own read-only view of the store's
+        # data_version, and its value before the engine thread's last read for a decision
+        self._inline_lock = threading.Lock()
+        self._unfinished = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._probe: Store | None = None
+        self._current: tuple[int, int] | None = None
+        # decisions made on the loop's thread whose rows wait for this turn's commit
+        self._batch: list[tuple[asyncio.Future[Answer], PreparedRow, _Decided]] = []
 
     @classmethod
     def from_files(
@@ -251,9 +292,19 @@ class Service:
             self._thread = threading.Thread(target=self._serve, name="gamma-engine", daemon=True)
             self._thread.start()
         loop = asyncio.get_running_loop()
+        if self._batch and loop is self._loop:
+            self._commit_here()  # the log keeps the order decisions were made in
         future = loop.create_future()
-        self._jobs.put(_Job(fn, args, future, loop, decision))
+        with self._inline_lock:
+            self._unfinished += 1
+            self._jobs.put(_Job(fn, args, future, loop, decision))
         return future
+
+    def _finished(self, results: list[Settled], count: int) -> None:
+        """On the event loop: the engine thread is done with ``count`` jobs; settle them."""
+        with self._inline_lock:
+            self._unfinished -= count
+        _settle(results)
 
     def _serve(self) -> None:
         """The engine thread: each job in order; the decisions among them committed in groups."""
@@ -302,43 +353,45 @@ class Service:
                 done.append((job, value, None))
                 read = False  # a write or a wait may have moved the log
         done += self._commit(pending)
-        by_loop: dict[asyncio.AbstractEventLoop, list[Settled]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[Settled]] = {job.loop: [] for job in group}
+        counts: dict[asyncio.AbstractEventLoop, int] = {}
+        for job in group:  # every job, answered or not: the engine thread is done with it
+            counts[job.loop] = counts.get(job.loop, 0) + 1
         for job, value, error in done:
-            by_loop.setdefault(job.loop, []).append((job.future, value, error))
+            by_loop[job.loop].append((job.future, value, error))
         for loop, results in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_settle, results)
+                loop.call_soon_threadsafe(self._finished, results, counts[loop])
             except RuntimeError:  # the loop is closed: no one is waiting any more
-                pass
+                with self._inline_lock:
+                    self._unfinished -= counts[loop]
 
     def _commit(self, pending: list[tuple[_Job, _Decided]]) -> list[JobOutcome]:
-        """Record the rows of ``pending`` in one transaction; each job's answer, or its error
+        """Record the rows of ``pending`` with one commit; each job's answer, or its error
         (DecisionLogError: fail closed). A row that cannot be encoded fails alone: the others
         are committed without it."""
         if not pending:
             return []
-        failed: int | None = None
+        out: list[JobOutcome] = []
         try:
             log = self._log()
-            with log.writing() as insert:
-                for index, (_, decided) in enumerate(pending):
-                    failed = index
-                    insert(decided.entry)
-                failed = None
-        except (DecisionLogFailure, DecisionLogError) as exc:
-            error = exc
-            if isinstance(exc, DecisionLogFailure):
-                error = DecisionLogError(f"the decision log could not be written, so nothing is"
-                                         f" answered: {exc}")
-                error.__cause__ = exc
-            if failed is None or len(pending) == 1:
-                return [(job, None, error) for job, _ in pending]
-            rest = pending[:failed] + pending[failed + 1:]
-            return [(pending[failed][0], None, error), *self._commit(rest)]
-        except Exception as exc:  # noqa: BLE001 - unforeseen: the group fails (500), never open
+        except DecisionLogError as exc:
             return [(job, None, exc) for job, _ in pending]
-        out: list[JobOutcome] = []
+        rows, kept = [], []
         for job, decided in pending:
+            try:
+                rows.append(log.prepare(decided.entry))
+            except DecisionLogFailure as exc:
+                out.append((job, None, _unlogged(exc)))
+            else:
+                kept.append((job, decided))
+        try:
+            log.commit(rows)
+        except DecisionLogFailure as exc:
+            return out + [(job, None, _unlogged(exc)) for job, _ in kept]
+        except Exception as exc:  # noqa: BLE001 - unforeseen: the group fails (500), never open
+            return out + [(job, None, exc) for job, _ in kept]
+        for job, decided in kept:
             self.metrics.decided(decided.endpoint, decided.outcome)
             out.append((job, decided.answer, None))
         return out
@@ -349,8 +402,17 @@ class Service:
 
     async def start(self) -> None:
         await self.call(self._open)
+        self._loop = asyncio.get_running_loop()
+        self._probe = Store.open(self.store_path, read_only=True)
+        mark = self._probe.changes()
+        await self.call(self.refresh)
+        self._current = mark
 
     async def stop(self) -> None:
+        self._commit_here()
+        probe, self._probe, self._current = self._probe, None, None
+        if probe is not None:
+            probe.close()
         await self.call(self._close)
         self._jobs.put(None)
         thread, self._thread = self._thread, None
@@ -517,9 +579,96 @@ class Service:
         for token in (fresh, exact):
             if token is not None:
                 await self.reach(token)
+        if fresh is None and exact is None and self._short(endpoint, body):
+            here = self._decide_here(endpoint, caller, body)
+            if here is not None:
+                return await here
+        mark = self._probe.changes() if self._probe is not None and self._on_loop() else None
         answer: Answer = await self._submit(self._decide, (endpoint, caller, body, fresh, exact),
                                             decision=True)
+        if mark is not None:  # its group read the store after the mark: current as of it
+            self._current = mark
         return answer
+
+    def _on_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    @staticmethod
+    def _short(endpoint: str, body: Mapping[str, Any]) -> bool:
+        """A decision short enough for the event loop's thread (see the module's text)."""
+        if endpoint not in _INLINE:
+            return False
+        items = body.get("evaluations")
+        return not isinstance(items, list) or len(items) <= INLINE_BATCH
+
+    def _decide_here(self, endpoint: str, caller: Caller, body: Mapping[str, Any],
+                     ) -> asyncio.Future[Answer] | None:  # fmt: skip
+        """Decide on the event loop's thread (module text); the future of its answer, settled
+        once its row is committed with the others decided in this turn of the loop, or None
+        when deciding here is not safe now (the engine thread has work, or the store moved
+        since its last read): then the engine thread decides."""
+        probe, loop = self._probe, self._loop
+        if probe is None or loop is None or self._current is None or not self._on_loop():
+            return None
+        with self._inline_lock:
+            if self._unfinished or probe.changes() != self._current:
+                return None
+            decided = self._decide(endpoint, caller, body, None, None)
+        log = self._log()
+        try:
+            row = log.prepare(decided.entry)
+        except DecisionLogFailure as exc:
+            raise _unlogged(exc) from exc
+        future: asyncio.Future[Answer] = loop.create_future()
+        if not self._batch:
+            loop.call_soon(self._commit_here)
+        self._batch.append((future, row, decided))
+        return future
+
+    def _commit_here(self) -> None:
+        """Commit the rows decided on the loop's thread since the last commit, in one
+        statement that does not wait for the log's lock, then answer them; when another
+        worker holds the lock the engine thread commits them (it waits), first in its
+        queue; a failure fails them all closed."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        rows = [row for _, row, _ in batch]
+        try:
+            self._log().commit(rows, wait=False)
+        except DecisionLogLocked:
+            waiting = self._submit(self._log().commit, (rows,), decision=False)
+            waiting.add_done_callback(functools.partial(self._answer_batch, batch))
+            return
+        except Exception as exc:  # noqa: BLE001 - every request of the batch fails, never open
+            self._fail_batch(batch, exc)
+            return
+        self._settle_batch(batch)
+
+    def _answer_batch(self, batch: list[tuple[asyncio.Future[Answer], PreparedRow, _Decided]],
+                      committed: asyncio.Future[Any]) -> None:  # fmt: skip
+        error = committed.exception() if not committed.cancelled() else DecisionLogError("stopped")
+        if error is not None:
+            self._fail_batch(batch, error)
+        else:
+            self._settle_batch(batch)
+
+    def _settle_batch(self, batch: list[tuple[asyncio.Future[Answer], PreparedRow, _Decided]]) -> None:
+        for future, _, decided in batch:
+            self.metrics.decided(decided.endpoint, decided.outcome)
+            if not future.done():
+                future.set_result(decided.answer)
+
+    @staticmethod
+    def _fail_batch(batch: list[tuple[asyncio.Future[Answer], PreparedRow, _Decided]],
+                    exc: BaseException) -> None:  # fmt: skip
+        error = _unlogged(exc) if isinstance(exc, DecisionLogFailure) else exc
+        for future, _, _ in batch:
+            if not future.done():
+                future.set_exception(error)
 
     def _decide(
         self, endpoint: str, caller: Caller, body: Mapping[str, Any],

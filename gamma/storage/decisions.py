@@ -67,6 +67,8 @@ __all__ = [
     "DecisionLog",
     "DecisionLogFailure",
     "DecisionLogBusy",
+    "DecisionLogLocked",
+    "PreparedRow",
     "ChainReport",
     "EntryMatcher",
     "Outline",
@@ -75,6 +77,7 @@ __all__ = [
     "entry_commitment",
     "redact_decisions",
     "DECISIONS_FORMAT",
+    "ROWS_PER_STATEMENT",
     "GENESIS_HEX",
     "TOKEN_KEY_BYTES",
     "VERSION",
@@ -89,6 +92,8 @@ VERSIONS = ("1", "2")
 #: The length of the token key, in bytes (``decision_meta`` row ``token_key``, in hex).
 TOKEN_KEY_BYTES = 32
 _TOKEN_KEY = "token_key"
+#: Rows a commit inserts with one statement (more go in one transaction, this many at a time).
+ROWS_PER_STATEMENT = 64
 
 
 def _append_only_triggers(table: str) -> tuple[str, ...]:
@@ -141,6 +146,29 @@ _SCHEMA = (
 )
 
 
+#: A connection's own (TEMP) view over a format-2 row's two tables, and the trigger that
+#: inserts into both: a row is one INSERT, and a group of rows one multi-row INSERT, which
+#: in autocommit mode is also the commit (a statement is atomic, triggers included). TEMP
+#: objects live in the connection, not the file: the format is unchanged.
+_ROWS_VIEW = (
+    "CREATE TEMP VIEW decision_rows AS SELECT d.seq AS seq, d.outline AS outline,"
+    " d.commitment AS commitment, d.hash AS hash, e.salt AS salt, e.entry AS entry"
+    " FROM decisions AS d JOIN decision_entries AS e ON e.seq = d.seq",
+    "CREATE TEMP TRIGGER decision_rows_insert INSTEAD OF INSERT ON decision_rows BEGIN"
+    " INSERT INTO decisions (seq, outline, commitment, hash)"
+    " VALUES (NEW.seq, NEW.outline, NEW.commitment, NEW.hash);"
+    " INSERT INTO decision_entries (seq, salt, entry) VALUES (NEW.seq, NEW.salt, NEW.entry); END",
+)
+
+
+#: One INSERT of ``n`` format-2 rows through the connection's ``decision_rows``, by ``n``.
+_INSERT_ROWS = tuple(
+    "INSERT INTO decision_rows (seq, outline, commitment, hash, salt, entry) VALUES "
+    + ", ".join(["(?, ?, ?, ?, ?, ?)"] * n)
+    for n in range(ROWS_PER_STATEMENT + 1)
+)
+
+
 def decision_log_path(store: str | Path) -> Path:
     """Where the decision log of the store at ``store`` lives: beside it, ``STORE.decisions``."""
     return Path(f"{store}.decisions")
@@ -167,6 +195,11 @@ def _wal(conn: sqlite3.Connection, timeout: float) -> None:
 
 class DecisionLogFailure(StoreError):
     """The decision log could not be opened or written; a server fails the request (closed)."""
+
+
+class DecisionLogLocked(DecisionLogFailure, StoreBusyError):
+    """A commit asked not to wait (``commit(wait=False)``) found the log's write lock held by
+    another connection: nothing was written; the caller may commit again, waiting."""
 
 
 class DecisionLogBusy(DecisionLogFailure, StoreBusyError):
@@ -311,6 +344,18 @@ class ChainReport:
                 "redacted": self.redacted, "seq": self.seq}  # fmt: skip
 
 
+@attrs.frozen
+class PreparedRow:
+    """An entry encoded for the log before it has a place in the chain (``DecisionLog.prepare``):
+    its canonical JSON and, in format 2, its salt, commitment and outline; ``commit`` chains
+    it under the write lock."""
+
+    data: bytes
+    salt: str = ""
+    commitment: str = ""
+    outline: bytes = b""
+
+
 def chain_step(previous: str, entry: bytes) -> str:
     """Format 1: the hash (hex) of a row, sha256 over the previous row's hash bytes, then the entry."""
     return hashlib.sha256(bytes.fromhex(previous) + entry).hexdigest()
@@ -369,6 +414,12 @@ class DecisionLog:
         self._lock = threading.Lock()
         self._closed = False
         self._held: tuple[int, int] | None = None
+        #: the last row's (seq, hash) as this connection last wrote or read it under the write
+        #: lock, None when unknown: a commit chains from it without reading the table, and
+        #: the in-order trigger refuses the rows when another worker has written since
+        self._tail: tuple[int, str] | None = None
+        self._quick: sqlite3.Connection | None = None  # no busy wait (commit(wait=False))
+        self._synchronous = "NORMAL"
 
     @classmethod
     def open(
@@ -405,8 +456,11 @@ class DecisionLog:
                 conn.execute("PRAGMA secure_delete=ON")
                 version = _create_or_check(conn, path)
                 key = _token_key(conn, path)
+                if version == "2":
+                    _rows_view(conn)
             log = cls(conn, path, read_only=read_only, token_key=key, version=version,
                       busy_timeout=timeout)  # fmt: skip
+            log._synchronous = synchronous.upper()
             log._held = hold(path)  # see gamma.storage._opening.hold: the WAL's locks
             return log
         except BaseException as exc:
@@ -420,8 +474,104 @@ class DecisionLog:
 
     def record(self, entry: DecisionEntry) -> int:
         """Append ``entry`` and commit it; its seq. DecisionLogFailure if it cannot be written."""
-        with self.writing() as insert:
-            return insert(entry)
+        return self.commit([self.prepare(entry)])[0]
+
+    def prepare(self, entry: DecisionEntry) -> PreparedRow:
+        """``entry`` encoded (and, format 2, salted and committed to) outside the write lock;
+        a DecisionLogFailure when it is not JSON (that entry alone fails)."""
+        try:
+            data = entry.canonical()
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            raise DecisionLogFailure(f"{self.path}: the entry is not JSON: {exc}") from exc
+        if self.version == "1":
+            return PreparedRow(data)
+        salt = new_salt()
+        return PreparedRow(data, salt, entry_commitment(salt, data), Outline.of(entry).canonical())
+
+    def commit(self, rows: Sequence[PreparedRow], *, wait: bool = True) -> list[int]:
+        """Append ``rows`` in order and commit them together; their seqs, once committed.
+
+        Format 2, with the tail known: one INSERT of every row (``ROWS_PER_STATEMENT`` at most)
+        in autocommit mode, which is its own transaction; the in-order trigger refuses it when
+        another worker wrote since the tail was carried, and then (or with the tail unknown)
+        the rows go in under ``BEGIN IMMEDIATE`` after reading the tail. ``wait=False``: the
+        write lock held elsewhere is a DecisionLogLocked at once (nothing written) rather than
+        a wait of up to the busy timeout. Any other failure is a DecisionLogFailure, nothing
+        of ``rows`` committed."""
+        if not rows:
+            return []
+        with self._lock:
+            if self._closed or self.read_only:
+                raise DecisionLogFailure(f"{self.path}: the decision log is not open for writing")
+            conn = self._conn if wait else self._quick_connection()
+            tail = self._tail
+            self._tail = None  # known again only once these rows are committed
+            try:
+                if tail is not None and self.version == "2" and len(rows) <= ROWS_PER_STATEMENT:
+                    try:
+                        new_tail = self._insert_all(conn, tail, rows)
+                    except sqlite3.IntegrityError:
+                        pass  # another worker wrote since: read the tail under the lock
+                    else:
+                        self._tail = new_tail
+                        return list(range(tail[0] + 1, new_tail[0] + 1))
+                conn.execute("BEGIN IMMEDIATE")  # the lock first, then the tail
+                try:
+                    tail = self._read_tail(conn)
+                    new_tail = self._insert_all(conn, tail, rows)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            except sqlite3.Error as exc:
+                if not wait and getattr(exc, "sqlite_errorname", "").startswith("SQLITE_BUSY"):
+                    raise DecisionLogLocked(f"{self.path}: the write lock is held elsewhere") from exc
+                raise DecisionLogFailure(f"{self.path}: cannot record the decision: {exc}") from exc
+            self._tail = new_tail
+            return list(range(tail[0] + 1, new_tail[0] + 1))
+
+    def _quick_connection(self) -> sqlite3.Connection:
+        """A second connection to the log that never waits for its lock (``commit(wait=False)``:
+        a thread that must not block, such as an event loop's)."""
+        if self._quick is None:
+            conn = sqlite3.connect(str(self.path), timeout=0, isolation_level=None,
+                                   check_same_thread=False)  # fmt: skip
+            try:
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                conn.execute("PRAGMA secure_delete=ON")
+                if self.version == "2":
+                    _rows_view(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._quick = conn
+        return self._quick
+
+    @staticmethod
+    def _read_tail(conn: sqlite3.Connection) -> tuple[int, str]:
+        row = conn.execute("SELECT seq, hash FROM decisions ORDER BY seq DESC LIMIT 1").fetchone()
+        return (0, GENESIS_HEX) if row is None else (int(row[0]), str(row[1]))
+
+    def _insert_all(self, conn: sqlite3.Connection, tail: tuple[int, str],
+                    rows: Sequence[PreparedRow]) -> tuple[int, str]:  # fmt: skip
+        """Insert ``rows`` chained after ``tail``; the new tail. Format 2: one statement per
+        ``ROWS_PER_STATEMENT`` rows (in autocommit mode, the commit of them)."""
+        seq, previous = tail
+        if self.version == "1":
+            for row in rows:
+                seq, previous = seq + 1, chain_step(previous, row.data)
+                conn.execute("INSERT INTO decisions (seq, entry, hash) VALUES (?, ?, ?)",
+                             (seq, row.data.decode("utf-8"), previous))  # fmt: skip
+            return seq, previous
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            chunk = rows[start : start + ROWS_PER_STATEMENT]
+            args: list[object] = []
+            for row in chunk:
+                seq, previous = seq + 1, chain_step_2(previous, row.commitment, row.outline)
+                args += (seq, row.outline.decode("utf-8"), row.commitment, previous, row.salt,
+                         row.data.decode("utf-8"))  # fmt: skip
+            conn.execute(_INSERT_ROWS[len(chunk)], args)
+        return seq, previous
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Callable[[DecisionEntry], int]]:
@@ -433,6 +583,7 @@ class DecisionLog:
             if self._closed or self.read_only:
                 raise DecisionLogFailure(f"{self.path}: the decision log is not open for writing")
             conn = self._conn
+            self._tail = None
             try:
                 conn.execute("BEGIN IMMEDIATE")  # the lock first, then the tail hash
             except sqlite3.Error as exc:
@@ -440,7 +591,8 @@ class DecisionLog:
             try:
                 # the tail (seq, hash), read at the first insert and carried over to the next:
                 # an insert that raises ends the block, so a carried tail is always the table's
-                yield functools.partial(self._insert, conn, [])
+                tail: list[tuple[int, str]] = []
+                yield functools.partial(self._insert, conn, tail)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)
@@ -448,36 +600,14 @@ class DecisionLog:
             except BaseException:
                 _rollback(conn)
                 raise
+            self._tail = tail[0] if tail else None
 
     def _insert(self, conn: sqlite3.Connection, tail: list[tuple[int, str]], entry: DecisionEntry) -> int:
         """Insert ``entry`` as the next row (inside ``writing``, whose ``tail`` holds the last
         row's seq and hash once an insert has read or written it); its seq."""
-        try:
-            data = entry.canonical()
-        except (TypeError, orjson.JSONEncodeError) as exc:
-            raise DecisionLogFailure(f"{self.path}: the entry is not JSON: {exc}") from exc
-        if tail:
-            seq, previous = tail[0]
-        else:
-            row = conn.execute("SELECT seq, hash FROM decisions ORDER BY seq DESC LIMIT 1").fetchone()
-            seq, previous = (0, GENESIS_HEX) if row is None else (int(row[0]), str(row[1]))
-        if self.version == "1":
-            digest = chain_step(previous, data)
-            conn.execute("INSERT INTO decisions (seq, entry, hash) VALUES (?, ?, ?)",
-                         (seq + 1, data.decode("utf-8"), digest))  # fmt: skip
-        else:
-            salt = new_salt()
-            commitment = entry_commitment(salt, data)
-            outline = Outline.of(entry).canonical()
-            digest = chain_step_2(previous, commitment, outline)
-            conn.execute(
-                "INSERT INTO decisions (seq, outline, commitment, hash) VALUES (?, ?, ?, ?)",
-                (seq + 1, outline.decode("utf-8"), commitment, digest),
-            )
-            conn.execute("INSERT INTO decision_entries (seq, salt, entry) VALUES (?, ?, ?)",
-                         (seq + 1, salt, data.decode("utf-8")))  # fmt: skip
-        tail[:] = [(seq + 1, digest)]
-        return seq + 1
+        row = self.prepare(entry)
+        tail[:] = [self._insert_all(conn, tail[0] if tail else self._read_tail(conn), [row])]
+        return tail[0][0]
 
     def _rows(self) -> Iterator[_Row]:
         """Every row, in seq order, read in one snapshot."""
@@ -764,6 +894,8 @@ class DecisionLog:
             except sqlite3.Error:
                 pass  # another worker has the file open: the last one to close folds it in
             finally:
+                if self._quick is not None:
+                    self._quick.close()
                 self._conn.close()
                 release(self._held)
 
@@ -942,6 +1074,12 @@ def _create_or_check(conn: sqlite3.Connection, path: Path) -> str:
             conn.execute("ROLLBACK")
         raise
     return version
+
+
+def _rows_view(conn: sqlite3.Connection) -> None:
+    """This connection's ``decision_rows`` (``_ROWS_VIEW``): a format-2 row in one INSERT."""
+    for statement in _ROWS_VIEW:
+        conn.execute(statement)
 
 
 def _read_token_key(conn: sqlite3.Connection, path: Path) -> bytes | None:
