@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from gamma.core.incremental.derived import Derived, Table, TenantIndex, actor_class
 from gamma.core.incremental.tenants import TenantFold
-from gamma.core.integrity.chain import GENESIS, step
+from gamma.core.integrity.chain import GENESIS, step_bytes
 from gamma.core.integrity.merkle import CompactRange, TreeHead, leaf_hash
 from gamma.core.reading.events import canonical_event, normal_actor
 from gamma.core.reading.logcheck import MemoryIndex, validate_log
@@ -173,15 +173,15 @@ class EngineState:
             self.index.add(event)
             self.events.append(event)
             self._ts.append(event.ts)
-            canonical = canonical_event(event)
+            data = canonical_event(event).encode("utf-8")  # what the chain and the tree hash
             # the text is hashed here and never read again by the engine: the event keeps none
             # (``canonical_event`` makes it again for whoever asks; issue 28: memory)
             event.keep_canonical(None)
             if heads is None:
-                self._heads += step(bytes(self._heads[-HASH:]), canonical)
+                self._heads += step_bytes(bytes(self._heads[-HASH:]), data)
             else:
                 self._heads += heads[i]
-            leaf = leaf_hash(canonical.encode("utf-8"))
+            leaf = leaf_hash(data)
             self._leaves += leaf
             self._tree.append(leaf)
             tenant = self._tenants.get(event.tenant)

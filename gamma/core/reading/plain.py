@@ -254,15 +254,15 @@ def _builder(model: type[Event]) -> Callable[[Any, Policy | None, bool], Event |
     if rules:
         code += ["if policy is not None:", *(f"    {line}" for line in rules)]
     code.append("return event")
-    return _compiled(model, "build", code)  # type: ignore[no-any-return]
+    return _compiled(model, "build", code, _held=_held_struct(model))  # type: ignore[no-any-return]
 
 
-def _compiled(model: type[Event], name: str, code: list[str]) -> Any:
-    """The function ``code`` (a def and its body's lines) defines for ``model``."""
+def _compiled(model: type[Event], name: str, code: list[str], **names: Any) -> Any:
+    """The function ``code`` (a def and its body's lines) defines for ``model``; ``names``
+    are what only this function's code reads beside the module's helpers."""
     source = "\n    ".join(code) + "\n"
     scope: dict[str, Any] = {
-        "model": model,
-        "_held": _held_struct(model),
+        **names,
         "_intern": intern,
         "_fresh": "".join,
         "_stamp_match": _STAMP.match,
